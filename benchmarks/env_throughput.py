@@ -1,0 +1,90 @@
+"""Environment throughput: steps/s and agent-decisions/s with a random masked policy.
+
+Measures the array fast path (``EdgeClusterSim.step`` with an int array) and the PettingZoo
+dict API (``ParallelEnv.step`` with a dict of actions, observations as dicts) on the named
+scenarios. The policy samples uniformly among each agent's feasible actions (defer included),
+so its cost is part of the figure, as it would be in a rollout.
+
+Usage::
+
+    python benchmarks/env_throughput.py                 # edge10/50/100/500, tapfinger-hetero6
+    python benchmarks/env_throughput.py --scenarios edge50 --seconds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+
+import edgesched
+from edgesched.envs.core import EdgeClusterSim
+
+
+def random_masked(rng: np.random.Generator, mask: np.ndarray) -> np.ndarray:
+    """Uniform choice among the True entries of each row of ``mask``."""
+    return (rng.random(mask.shape) * mask).argmax(axis=1)
+
+
+def bench_array(name: str, seconds: float, seed: int = 0) -> tuple[float, float]:
+    env = edgesched.make_parallel(name)
+    sim: EdgeClusterSim = env.sim
+    rng = np.random.default_rng(seed)
+    steps, ep = 0, 0
+    sim.reset(seed=ep)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        if sim.terminated or sim.truncated:
+            ep += 1
+            sim.reset(seed=ep)
+        sim.step(random_masked(rng, sim.mask))
+        steps += 1
+    dt = time.perf_counter() - t0
+    return steps / dt, steps * sim.num_agents / dt
+
+
+def bench_dict(name: str, seconds: float, seed: int = 0) -> tuple[float, float]:
+    env = edgesched.make_parallel(name)
+    rng = np.random.default_rng(seed)
+    agents = env.possible_agents
+    steps, ep = 0, 0
+    obs, _ = env.reset(seed=ep)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        if not env.agents:
+            ep += 1
+            obs, _ = env.reset(seed=ep)
+        mask = np.stack([obs[a]["action_mask"] for a in agents])
+        act = random_masked(rng, mask)
+        actions = {a: int(act[i]) for i, a in enumerate(agents)}
+        obs, *_ = env.step(actions)
+        steps += 1
+    dt = time.perf_counter() - t0
+    return steps / dt, steps * len(agents) / dt
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--scenarios", nargs="+",
+        default=["edge10", "edge50", "edge100", "edge500", "tapfinger-hetero6"],
+    )
+    parser.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
+    args = parser.parse_args()
+    print(f"machine: {platform.processor() or platform.machine()}, python "
+          f"{platform.python_version()}, numpy {np.__version__}")
+    header = (f"{'scenario':<20}{'agents':>7}{'array steps/s':>15}{'array dec/s':>14}"
+              f"{'dict steps/s':>14}{'dict dec/s':>13}{'us/step/agent':>15}")
+    print(header)
+    for name in args.scenarios:
+        a_sps, a_dps = bench_array(name, args.seconds)
+        d_sps, d_dps = bench_dict(name, args.seconds)
+        n = int(round(a_dps / a_sps))
+        print(f"{name:<20}{n:>7}{a_sps:>15,.0f}{a_dps:>14,.0f}{d_sps:>14,.0f}{d_dps:>13,.0f}"
+              f"{1e6 / a_dps:>15.2f}")
+
+
+if __name__ == "__main__":
+    main()

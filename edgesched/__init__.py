@@ -1,0 +1,53 @@
+"""edgesched: a multi-agent RL benchmark for scheduling DL training jobs on edge clusters.
+
+Quick start::
+
+    import edgesched, gymnasium
+    env = edgesched.make_parallel("edge50")          # PettingZoo ParallelEnv
+    central = gymnasium.make("edgesched/Edge50-v0")  # Gymnasium central view
+"""
+
+from __future__ import annotations
+
+from .envs import (
+    ConfigError,
+    InvalidActionError,
+    SimConfig,
+    get_scenario,
+    list_scenarios,
+    make_aec,
+    make_parallel,
+)
+
+__version__ = "0.1.0"
+
+
+def _register_gymnasium() -> None:
+    """Register one Gymnasium id per scenario for the central view."""
+    from gymnasium.envs.registration import register, registry
+
+    from .envs.scenarios import get_scenario as _get
+
+    for name in list_scenarios():
+        s = _get(name)
+        if s.gym_id not in registry:
+            register(
+                id=s.gym_id,
+                entry_point="edgesched.envs.central:EdgeSchedCentralEnv",
+                kwargs={"scenario": name},
+                disable_env_checker=False,
+            )
+
+
+_register_gymnasium()
+
+__all__ = [
+    "ConfigError",
+    "InvalidActionError",
+    "SimConfig",
+    "__version__",
+    "get_scenario",
+    "list_scenarios",
+    "make_aec",
+    "make_parallel",
+]

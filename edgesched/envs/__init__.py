@@ -1,0 +1,30 @@
+"""The edgesched simulator and its API views (numpy only; no torch here)."""
+
+from .catalog import hardware_tiers, model_catalog
+from .central import EdgeSchedCentralEnv
+from .config import ConfigError, SimConfig
+from .core import EdgeClusterSim, InvalidActionError
+from .parallel import EdgeSchedParallelEnv, make_aec, make_parallel
+from .scenarios import Scenario, get_scenario, list_scenarios, make_config, register_scenario
+from .sync import SyncScheme, list_sync_schemes, register_sync_scheme
+
+__all__ = [
+    "ConfigError",
+    "EdgeClusterSim",
+    "EdgeSchedCentralEnv",
+    "EdgeSchedParallelEnv",
+    "InvalidActionError",
+    "Scenario",
+    "SimConfig",
+    "SyncScheme",
+    "get_scenario",
+    "hardware_tiers",
+    "list_scenarios",
+    "list_sync_schemes",
+    "make_aec",
+    "make_config",
+    "make_parallel",
+    "model_catalog",
+    "register_scenario",
+    "register_sync_scheme",
+]

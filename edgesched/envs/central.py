@@ -1,0 +1,201 @@
+"""Gymnasium central view: one cluster head decides for every queued task, one at a time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from .config import SimConfig
+from .core import NODE_FEATURES, QUEUED, EdgeClusterSim, InvalidActionError
+from .render import render_ansi, render_rgb
+from .scenarios import Scenario, get_scenario
+
+
+class EdgeSchedCentralEnv(gym.Env):
+    """Centralized edge-cluster scheduling: the cluster head (SROLE's "centralized RL").
+
+    Description:
+        The same simulator as the multi-agent view (DESIGN §3), driven by one decision-maker
+        that sees every node. Each slot the head walks through all queued jobs in priority
+        order (priority class, then arrival) and decides for each job's next worker: place it
+        on any node with an allocation level, or pass over the job until the next slot. When
+        every queued job has been visited the clock advances one slot. A single head cannot
+        collide with itself, so ``collision_mode`` never triggers here.
+
+    Agents:
+        One (the cluster head).
+
+    Observation:
+        ``Box(float32, (F + N*(NODE_FEATURES+1) + 3,))``: the current job's features (as in
+        the multi-agent view), every node's features plus its log bandwidth to the job's home
+        node, and (queued jobs / 10, position in the round / 10, time-of-day sine).
+
+    Action:
+        ``Discrete(1 + N*L)``: 0 passes over the job; ``1 + n*L + l`` places its next worker
+        on node ``n`` at allocation level ``l``. ``action_masks()`` returns the feasible
+        actions (for maskable learners). Because stable-baselines3's DQN cannot mask, the
+        default ``invalid_action`` here is ``'defer'``: an infeasible action passes over the
+        job and is counted in ``info['invalid_actions']``.
+
+    Reward:
+        -(jobs in the system) per slot summed over the slots the step advanced (0 for steps
+        within a slot), plus the optional terms of the scenario; an episode's return is minus
+        the total job completion time.
+
+    Episode end:
+        Terminated when every job has arrived and finished; truncated after ``max_slots``.
+        ``info['episode']`` holds the DESIGN §6 metrics at the end.
+
+    Arguments:
+        scenario: registered scenario name or a :class:`SimConfig`.
+        render_mode: ``None``, ``"ansi"`` or ``"rgb_array"``.
+        **overrides: any :class:`SimConfig` parameter, validated.
+
+    Version history:
+        v0: first release.
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self, scenario: str | SimConfig = "edge10", render_mode: str | None = None, **overrides: Any
+    ) -> None:
+        overrides.setdefault("invalid_action", "defer")
+        if isinstance(scenario, SimConfig):
+            self.scenario: Scenario | None = None
+            cfg = scenario.replace(**overrides)
+        else:
+            self.scenario = get_scenario(scenario)
+            cfg = self.scenario.config(**overrides)
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(
+                f"render_mode={render_mode!r} is not supported; choose one of "
+                f"{[None, *self.metadata['render_modes']]}"
+            )
+        self.render_mode = render_mode
+        self.sim = EdgeClusterSim(cfg)
+        n, lv = cfg.num_nodes, self.sim.num_levels
+        self.num_levels = lv
+        self.observation_space = spaces.Box(
+            -np.inf, np.inf, (self.sim.job_features + n * (NODE_FEATURES + 1) + 3,), np.float32
+        )
+        self.action_space = spaces.Discrete(1 + n * lv)
+        self._log_bw = np.log10(self.sim.cluster.pair_bw + 1.0).astype(np.float32) / 2.0
+
+    # ------------------------------------------------------------------ helpers
+    def _new_round(self) -> None:
+        sim = self.sim
+        queued = np.flatnonzero(sim.status == QUEUED)
+        self._round = queued[np.argsort(sim.j_key[queued], kind="stable")]
+        self._cursor = 0
+
+    def _current_job(self) -> int:
+        return int(self._round[self._cursor])
+
+    def _mask(self) -> np.ndarray:
+        sim = self.sim
+        mask = np.zeros(self.action_space.n, dtype=bool)
+        mask[0] = True
+        if self._cursor < len(self._round):
+            j = self._current_job()
+            free = sim.capacity - sim.used
+            fits = (sim.j_alloc[j][None, :, :] <= free[:, None, :] + 1e-9).all(-1)
+            mask[1:] = (fits & sim.j_alloc_ok[j][None, :]).ravel()
+        return mask
+
+    def _obs(self) -> np.ndarray:
+        sim = self.sim
+        has_job = self._cursor < len(self._round)
+        j = self._current_job() if has_job else -1
+        jf = sim._job_features(np.array([j]))[0]
+        home = sim.j_home[j] if has_job else 0
+        bw = self._log_bw[home] * has_job
+        nf = sim._node_features()
+        extra = np.array(
+            [len(self._round) / 10.0, self._cursor / 10.0,
+             np.sin(2 * np.pi * sim.t / sim.cfg.diurnal_period_slots)],
+            np.float32,
+        )
+        return np.concatenate([jf, np.concatenate([nf, bw[:, None]], 1).ravel(), extra])
+
+    def action_masks(self) -> np.ndarray:
+        """Feasible actions for the current decision (for maskable learners)."""
+        return self._mask()
+
+    # ------------------------------------------------------------------ API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start an episode; ``seed`` fixes the workload and all randomness."""
+        super().reset(seed=seed)
+        # derive the simulator seed from the env's seeded generator so reset(seed=None)
+        # continues a reproducible stream
+        self.sim.reset(int(self.np_random.integers(2**63 - 1)))
+        self._new_round()
+        reward = self._advance_until_decision()
+        del reward  # nothing to pay for before the first decision
+        return self._obs(), {"slot": self.sim.t}
+
+    def _advance_until_decision(self) -> float:
+        """Advance the clock while no job is waiting for a decision; return the reward."""
+        sim = self.sim
+        reward = 0.0
+        while self._cursor >= len(self._round) and not (sim.terminated or sim.truncated):
+            reward += float(sim.advance_clock().sum())
+            sim._check_end()
+            self._new_round()
+        return reward
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Decide for the current job's next worker (see class docstring)."""
+        sim = self.sim
+        if sim.terminated or sim.truncated:
+            raise RuntimeError("step() called on a finished episode; call reset() first")
+        try:
+            a = int(action)
+        except (TypeError, ValueError):
+            raise InvalidActionError(
+                f"action must be an integer in [0, {self.action_space.n - 1}]; got {action!r}"
+            ) from None
+        info: dict[str, Any] = {"invalid_actions": 0, "placements": 0, "collisions": 0}
+        mask = self._mask()
+        if not 0 <= a < len(mask) or not mask[a]:
+            sim.counters.invalid_actions += 1
+            info["invalid_actions"] = 1
+            if sim.cfg.invalid_action == "raise":
+                raise InvalidActionError(
+                    f"action {a} is {'masked' if 0 <= a < len(mask) else 'out of range'}; "
+                    f"allowed now: {np.flatnonzero(mask).tolist()[:20]}"
+                )
+            a = 0
+        reward = 0.0
+        j = self._current_job()
+        if a == 0:
+            self._cursor += 1
+        else:
+            node, level = divmod(a - 1, self.num_levels)
+            pinfo = sim.place(
+                np.array([sim.j_home[j]]), np.array([j]), np.array([node]), np.array([level])
+            )
+            info["placements"] = pinfo["placements"]
+            if sim.status[j] != QUEUED:
+                self._cursor += 1
+        reward += self._advance_until_decision()
+        sim.return_sum[0] += reward
+        terminated, truncated = sim.terminated, sim.truncated
+        info["slot"] = sim.t
+        if terminated or truncated:
+            info["episode"] = sim.episode_metrics()
+            info["episode"]["episode_return_mean"] = float(sim.return_sum[0])
+        return self._obs(), reward, terminated, truncated, info
+
+    def render(self) -> str | np.ndarray | None:
+        """Render per ``render_mode`` (text table or load heatmap)."""
+        if self.render_mode == "ansi":
+            return render_ansi(self.sim)
+        if self.render_mode == "rgb_array":
+            return render_rgb(self.sim)
+        return None

@@ -1,0 +1,332 @@
+"""Scenario parameters: one validated, immutable dataclass for every knob of the simulator.
+
+Every field has a documented meaning and an allowed range. ``SimConfig.from_dict`` rejects
+unknown keys and out-of-range values with an error that names the key, the value and what is
+allowed, so a typo in a Hydra override or a ``make_parallel(..., **overrides)`` call fails at
+construction instead of silently changing nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Mapping
+from typing import Any
+
+COLLISION_MODES = ("overload", "reject")
+REWARD_MODES = ("local", "team")
+ADVANCE_MODES = ("every_step", "when_idle")
+VISIBILITY_MODES = ("home", "shared")
+INVALID_ACTION_MODES = ("raise", "defer")
+TOPOLOGY_KINDS = ("geometric", "eua", "full")
+ARRIVAL_SCOPES = ("node", "cluster")
+PROGRESS_MODELS = ("profile", "tapfinger")
+CONFLICT_RULES = ("random", "fit")
+ALLOC_MODES = ("scale", "grid")
+
+
+class ConfigError(ValueError):
+    """A scenario parameter is unknown or outside its allowed range."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SimConfig:
+    """All parameters of one scenario.
+
+    Attributes are grouped as in DESIGN §3. Defaults describe a small mixed-tier edge cluster;
+    the named scenarios in :mod:`edgesched.envs.scenarios` override what they need.
+    """
+
+    # --- cluster -------------------------------------------------------------------------
+    num_nodes: int = 10
+    """Number of edge nodes (= agents)."""
+    tier_mix: tuple[tuple[str, float], ...] = (
+        ("jetson", 0.3),
+        ("small_server", 0.4),
+        ("gpu_server", 0.3),
+    )
+    """Hardware tiers (names from :data:`edgesched.envs.catalog.HARDWARE_TIERS`) and weights."""
+    custom_capacities: tuple[tuple[float, float, float], ...] = ()
+    """If non-empty, exact (cpu, gpu, mem) per node, overriding ``tier_mix`` (TapFinger)."""
+    custom_speeds: tuple[float, ...] = ()
+    """Speed factor per node when ``custom_capacities`` is used (default 1.0 each)."""
+    topology: str = "geometric"
+    """``geometric`` (random geometric graph), ``eua`` (Melbourne sites) or ``full``."""
+    topology_seed: int = 0
+    """Seed of the static cluster (tiers, positions, links); workloads use the episode seed."""
+    neighbors_k: int = 4
+    """K: each agent may place on itself and its K nearest reachable nodes."""
+    region_size: int = 10
+    """Approximate number of nodes per region (regional shields)."""
+    link_bandwidth_gbps: tuple[float, float] = (1.0, 10.0)
+    """Range of per-link bandwidth in Gbit/s (uniform in log-space)."""
+    link_latency_ms: tuple[float, float] = (1.0, 10.0)
+    """Range of per-link latency in milliseconds (grows with distance)."""
+
+    # --- workload ------------------------------------------------------------------------
+    arrival_rate: float = 0.05
+    """Mean job arrivals per node per slot (``arrival_scope=node``) or per slot (``cluster``)."""
+    arrival_scope: str = "node"
+    """``node``: Poisson per node, home = that node. ``cluster``: one Poisson stream."""
+    diurnal_amplitude: float = 0.3
+    """Relative amplitude of the sinusoidal daily modulation of the arrival rate, in [0, 1)."""
+    diurnal_period_slots: int = 1440
+    """Period of the diurnal modulation in slots (1440 slots of 60 s = one day)."""
+    burst_prob: float = 0.01
+    """Per-slot probability that a burst starts (cluster-wide)."""
+    burst_mean_slots: float = 10.0
+    """Mean burst duration in slots (geometric)."""
+    burst_multiplier: float = 3.0
+    """Arrival-rate multiplier while a burst lasts."""
+    arrival_slots: int = 200
+    """Slots during which jobs arrive; afterwards the cluster drains."""
+    max_jobs: int = 0
+    """Cap on jobs per episode (0 = no cap). TapFinger uses 384."""
+    models: tuple[tuple[str, float], ...] = (
+        ("cifar10", 0.25),
+        ("imagenet", 0.1),
+        ("bert", 0.15),
+        ("deepspeech2", 0.15),
+        ("ncf", 0.2),
+        ("yolov3", 0.15),
+    )
+    """Model catalog entries and their sampling weights."""
+    workers_dist: tuple[tuple[int, float], ...] = ((1, 0.5), (2, 0.3), (4, 0.2))
+    """Distribution of data-parallel workers per job."""
+    priority_probs: tuple[float, ...] = (0.2, 0.5, 0.3)
+    """Probabilities of priority classes 0 (highest) .. P-1."""
+    sync_mix: tuple[tuple[str, float], ...] = (("ps", 0.4), ("allreduce", 0.4), ("gossip", 0.2))
+    """Synchronization schemes and their sampling weights (names from the sync registry)."""
+    job_size_median_slots: float = 6.0
+    """Median time (slots) one reference worker needs to reach 90% of the model's quality."""
+    job_size_sigma: float = 0.8
+    """Log-normal sigma of job sizes (heavy tail, as in Philly durations)."""
+    target_quality: tuple[float, float] = (0.85, 0.97)
+    """Range of per-job target normalized quality (uniform)."""
+    max_epochs: float = 15.0
+    """Epoch limit; an epoch is a tenth of the samples a job needs for 90% quality."""
+    visibility: str = "home"
+    """``home``: a job is queued at its home agent. ``shared``: at a random subset of agents."""
+    conflict_rule: str = "random"
+    """Winner of a task conflict under ``shared``: ``random`` or ``fit`` (TapFinger's fit)."""
+    progress_model: str = "profile"
+    """``profile``: measured throughput/convergence. ``tapfinger``: DESIGN §4.4 formulas."""
+
+    # --- execution -----------------------------------------------------------------------
+    slot_seconds: float = 60.0
+    """Length of one slot in seconds."""
+    contention_exponent: float = 1.0
+    """Overloaded node slows its tasks by ``oversubscription ** contention_exponent``."""
+    straggler_scale: float = 1.0
+    """Multiplies the heavy-tailed straggler excess; 0 disables stragglers."""
+    straggler_prob_scale: float = 1.0
+    """Multiplies the probability that a worker straggles in a slot (capped at 1)."""
+
+    # --- decisions -----------------------------------------------------------------------
+    alloc_mode: str = "scale"
+    """``scale``: allocation = minimum demand x ``alloc_scales``. ``grid``: absolute grid."""
+    alloc_scales: tuple[float, ...] = (1.0, 2.0, 4.0)
+    """Multipliers of (cpu, gpu) minimum demand offered as allocation levels."""
+    alloc_grid_max: tuple[int, int] = (16, 16)
+    """Grid mode: largest CPU and GPU count per task (grid is 0..max x 0..max, (0,0) = skip)."""
+    pending_slots: int = 1
+    """Tasks an agent may choose among (1 = always the head of its queue)."""
+    collision_mode: str = "overload"
+    """``overload``: accept all, slow down overloaded nodes. ``reject``: admit while fits."""
+    advance: str = "every_step"
+    """``every_step``: clock advances every step. ``when_idle``: only when nobody places."""
+    obs_delay: int = 0
+    """Neighbours' load in observations is this many slots old."""
+    invalid_action: str = "raise"
+    """``raise`` on an out-of-range or masked action, or ``defer`` (treat it as defer)."""
+    max_slots: int = 400
+    """Truncation: episode ends after this many slots."""
+    max_steps: int = 5000
+    """Truncation: episode ends after this many decision rounds (matters for ``when_idle``)."""
+
+    # --- rewards -------------------------------------------------------------------------
+    reward_mode: str = "local"
+    """``local``: each agent pays for its own jobs. ``team``: each pays for all jobs / N."""
+    collision_penalty: float = 0.0
+    """Penalty per collision an agent's placement took part in."""
+    resource_cost_weight: float = 0.0
+    """Per-slot cost of the agent's allocated resources (fraction of cluster capacity)."""
+    accuracy_gain_weight: float = 0.0
+    """Reward per unit gain of normalized quality of the agent's jobs."""
+
+    # --- data ----------------------------------------------------------------------------
+    data_dir: str = ""
+    """Folder with the real data sets (only ``topology=eua`` reads it); default: auto-detect."""
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """Return the names of all parameters."""
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls, params: Mapping[str, Any]) -> SimConfig:
+        """Build a validated config, rejecting unknown keys with close-match suggestions.
+
+        Args:
+            params: parameter names and values; sequences are converted to tuples.
+
+        Returns:
+            The validated configuration.
+
+        Raises:
+            ConfigError: a key is unknown or a value is out of range.
+        """
+        names = cls.field_names()
+        clean: dict[str, Any] = {}
+        for key, value in params.items():
+            if key not in names:
+                close = difflib.get_close_matches(key, names, n=3)
+                hint = f" Did you mean {close}?" if close else ""
+                raise ConfigError(
+                    f"unknown scenario parameter {key!r} (value {value!r}).{hint} "
+                    f"Allowed parameters: {', '.join(names)}"
+                )
+            clean[key] = _freeze(value)
+        cfg = cls(**clean)
+        cfg.validate()
+        return cfg
+
+    def replace(self, **overrides: Any) -> SimConfig:
+        """Return a validated copy with ``overrides`` applied (same checks as ``from_dict``)."""
+        merged = dataclasses.asdict(self)
+        merged.update(overrides)
+        return SimConfig.from_dict(merged)
+
+    def validate(self) -> None:
+        """Check every value; raise :class:`ConfigError` naming the first bad one."""
+        _choice("collision_mode", self.collision_mode, COLLISION_MODES)
+        _choice("reward_mode", self.reward_mode, REWARD_MODES)
+        _choice("advance", self.advance, ADVANCE_MODES)
+        _choice("visibility", self.visibility, VISIBILITY_MODES)
+        _choice("invalid_action", self.invalid_action, INVALID_ACTION_MODES)
+        _choice("topology", self.topology, TOPOLOGY_KINDS)
+        _choice("arrival_scope", self.arrival_scope, ARRIVAL_SCOPES)
+        _choice("progress_model", self.progress_model, PROGRESS_MODELS)
+        _choice("conflict_rule", self.conflict_rule, CONFLICT_RULES)
+        _choice("alloc_mode", self.alloc_mode, ALLOC_MODES)
+        _int_range("num_nodes", self.num_nodes, 1, 100_000)
+        _int_range("neighbors_k", self.neighbors_k, 0, max(self.num_nodes - 1, 0))
+        _int_range("region_size", self.region_size, 1, 100_000)
+        _int_range("arrival_slots", self.arrival_slots, 1, 10_000_000)
+        _int_range("diurnal_period_slots", self.diurnal_period_slots, 1, 10_000_000)
+        _int_range("max_jobs", self.max_jobs, 0, 10_000_000)
+        _int_range("pending_slots", self.pending_slots, 1, 1024)
+        _int_range("obs_delay", self.obs_delay, 0, 1000)
+        _int_range("max_slots", self.max_slots, 1, 10_000_000)
+        _int_range("max_steps", self.max_steps, 1, 100_000_000)
+        _int_range("topology_seed", self.topology_seed, 0, 2**63 - 1)
+        _float_range("arrival_rate", self.arrival_rate, 0.0, 1e6)
+        _float_range("diurnal_amplitude", self.diurnal_amplitude, 0.0, 0.999)
+        _float_range("burst_prob", self.burst_prob, 0.0, 1.0)
+        _float_range("burst_mean_slots", self.burst_mean_slots, 1.0, 1e9)
+        _float_range("burst_multiplier", self.burst_multiplier, 1.0, 1e3)
+        _float_range("job_size_median_slots", self.job_size_median_slots, 1e-3, 1e9)
+        _float_range("job_size_sigma", self.job_size_sigma, 0.0, 5.0)
+        _float_range("max_epochs", self.max_epochs, 1e-3, 1e9)
+        _float_range("slot_seconds", self.slot_seconds, 1e-3, 1e9)
+        _float_range("contention_exponent", self.contention_exponent, 0.0, 10.0)
+        _float_range("straggler_scale", self.straggler_scale, 0.0, 1e3)
+        _float_range("straggler_prob_scale", self.straggler_prob_scale, 0.0, 1e3)
+        _float_range("collision_penalty", self.collision_penalty, 0.0, 1e9)
+        _float_range("resource_cost_weight", self.resource_cost_weight, 0.0, 1e9)
+        _float_range("accuracy_gain_weight", self.accuracy_gain_weight, 0.0, 1e9)
+        _pair("target_quality", self.target_quality, 0.01, 0.999)
+        _pair("link_bandwidth_gbps", self.link_bandwidth_gbps, 1e-6, 1e6)
+        _pair("link_latency_ms", self.link_latency_ms, 0.0, 1e6)
+        _weights("tier_mix", self.tier_mix)
+        _weights("models", self.models)
+        _weights("sync_mix", self.sync_mix)
+        _weights("workers_dist", self.workers_dist)
+        for w, _ in self.workers_dist:
+            _int_range("workers_dist (worker count)", w, 1, 64)
+        if not self.priority_probs or any(p < 0 for p in self.priority_probs):
+            raise ConfigError(
+                f"priority_probs={self.priority_probs!r}: need one or more non-negative "
+                "probabilities, one per priority class"
+            )
+        if not math.isclose(sum(self.priority_probs), 1.0, abs_tol=1e-6):
+            raise ConfigError(f"priority_probs={self.priority_probs!r} must sum to 1")
+        if not self.alloc_scales or any(s < 1.0 for s in self.alloc_scales):
+            raise ConfigError(
+                f"alloc_scales={self.alloc_scales!r}: need one or more multipliers >= 1.0 "
+                "(allocations below the minimum demand make no progress)"
+            )
+        if len(self.alloc_grid_max) != 2 or min(self.alloc_grid_max) < 1:
+            raise ConfigError(
+                f"alloc_grid_max={self.alloc_grid_max!r}: need (max_cpu, max_gpu), both >= 1"
+            )
+        if self.custom_capacities:
+            if len(self.custom_capacities) != self.num_nodes:
+                raise ConfigError(
+                    f"custom_capacities has {len(self.custom_capacities)} entries; "
+                    f"num_nodes={self.num_nodes} requires exactly that many (cpu, gpu, mem)"
+                )
+            for cap in self.custom_capacities:
+                if len(cap) != 3 or min(cap) <= 0:
+                    raise ConfigError(
+                        f"custom_capacities entry {cap!r}: need (cpu, gpu, mem), all > 0"
+                    )
+            if self.custom_speeds and len(self.custom_speeds) != self.num_nodes:
+                raise ConfigError(
+                    f"custom_speeds has {len(self.custom_speeds)} entries; "
+                    f"num_nodes={self.num_nodes} requires exactly that many"
+                )
+        if self.progress_model == "tapfinger" and self.alloc_mode != "grid":
+            raise ConfigError(
+                "progress_model='tapfinger' requires alloc_mode='grid' (TapFinger allocates "
+                f"absolute CPU/GPU counts); got alloc_mode={self.alloc_mode!r}"
+            )
+
+
+def _freeze(value: Any) -> Any:
+    """Turn lists (e.g. from YAML) into tuples so configs stay hashable and immutable."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, Mapping):
+        return tuple((k, _freeze(v)) for k, v in value.items())
+    return value
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{name}={value!r} is not allowed; choose one of {list(allowed)}")
+
+
+def _int_range(name: str, value: Any, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int,)) or not lo <= value <= hi:
+        raise ConfigError(f"{name}={value!r} is out of range; need an integer in [{lo}, {hi}]")
+
+
+def _float_range(name: str, value: Any, lo: float, hi: float) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or not lo <= value <= hi:
+        raise ConfigError(f"{name}={value!r} is out of range; need a number in [{lo}, {hi}]")
+
+
+def _pair(name: str, value: Any, lo: float, hi: float) -> None:
+    if (
+        not isinstance(value, tuple)
+        or len(value) != 2
+        or not all(isinstance(v, (int, float)) and lo <= v <= hi for v in value)
+        or value[0] > value[1]
+    ):
+        raise ConfigError(f"{name}={value!r}: need (low, high) with {lo} <= low <= high <= {hi}")
+
+
+def _weights(name: str, value: Any) -> None:
+    try:
+        ok = len(value) > 0 and all(len(item) == 2 and item[1] >= 0 for item in value)
+        ok = ok and sum(item[1] for item in value) > 0
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ConfigError(
+            f"{name}={value!r}: need a non-empty list of (name, weight) pairs with "
+            "non-negative weights and a positive sum"
+        )

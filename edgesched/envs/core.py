@@ -1,0 +1,953 @@
+"""The edge-cluster simulator core: numpy arrays only, vectorized over nodes, jobs and workers.
+
+This module holds the dynamics of DESIGN §3. The API views (PettingZoo, Gymnasium central
+view, graph view) are thin layers over :class:`EdgeClusterSim`; trainers may use its array
+fast path (:meth:`EdgeClusterSim.step`) directly.
+
+Time is discrete in slots of ``slot_seconds``. One call to :meth:`EdgeClusterSim.step` is one
+decision round of all agents; the clock advances per the ``advance`` mode.
+
+Randomness: the whole workload of an episode (arrival times, models, sizes, priorities,
+sync schemes, visibility) is drawn at :meth:`reset` from ``np.random.default_rng(seed)``; the
+same generator then draws stragglers, reject-order and conflict winners. The static cluster
+comes from ``topology_seed``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .catalog import model_catalog, straggler_model
+from .config import ConfigError, SimConfig
+from .sync import get_sync_scheme
+from .topology import Cluster, build_cluster
+
+# job status codes
+NOT_ARRIVED, QUEUED, RUNNING, DONE = 0, 1, 2, 3
+
+# TapFinger job types (DESIGN §4.4); only used with progress_model="tapfinger"
+TAPFINGER_MODELS = ("IMG", "LM")
+TAPFINGER_MIN_DEMAND = (2.0, 1.0, 0.0)
+
+NODE_FEATURES = 9
+"""Per-node features: free fraction (3), capacity / max capacity (3), speed / max speed,
+running workers / 8, queue length / 10."""
+
+
+class InvalidActionError(ValueError):
+    """An action is out of range, has the wrong shape, or is masked."""
+
+
+@dataclass
+class Counters:
+    """Episode-long counters (all plain ints/floats so they serialize)."""
+
+    steps: int = 0
+    collisions_proposed: int = 0
+    collisions_executed: int = 0
+    collision_agents: int = 0
+    rejected: int = 0
+    task_conflicts: int = 0
+    overload_node_slots: int = 0
+    invalid_actions: int = 0
+    placements: int = 0
+    util_sum: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+class EdgeClusterSim:
+    """Vectorized simulator of DL training jobs on an edge cluster (DESIGN §3).
+
+    Agents are nodes ``0..N-1``. Agent ``n`` decides for the tasks in its queue and may place
+    them on ``cluster.neighbors[n]`` (itself first). Per agent the action is an integer:
+
+    * ``0``: defer;
+    * ``1 + ((slot * (K+1)) + k) * L + l``: place the next unplaced worker of the job in
+      pending ``slot`` (0 = head of the queue) on neighbour ``k`` with allocation level ``l``.
+
+    Allocation level ``l`` gives the task ``min_demand * scale[l] + grid[l]`` (see
+    ``alloc_mode``). The mask marks exactly the feasible actions: an existing task, an
+    existing target, an allocation at least the minimum demand and at most the target's
+    current free capacity. Collisions arise when several agents' individually feasible
+    placements on one node together exceed it.
+
+    Args:
+        config: validated scenario parameters.
+        cluster: optional pre-built static cluster (shared by vectorized copies).
+    """
+
+    def __init__(self, config: SimConfig, cluster: Cluster | None = None) -> None:
+        self.cfg = config
+        self.cluster = cluster if cluster is not None else build_cluster(config)
+        c = self.cluster
+        self.num_agents = config.num_nodes
+        self.k1 = c.neighbors.shape[1]
+        self.capacity = c.capacity
+        self._cap_max = c.capacity.max(axis=0)
+        self._speed_max = float(c.speed.max())
+        self._tapfinger = config.progress_model == "tapfinger"
+        self._init_models()
+        self._init_alloc_table()
+        self.num_levels = len(self._alloc_scale)
+        self._grid = config.alloc_mode == "grid"
+        self._grid_r = [self._alloc_add[:, r] for r in range(3)]  # grid mode: absolute levels
+        self.pending_slots = config.pending_slots
+        self.num_actions = 1 + self.pending_slots * self.k1 * self.num_levels
+        self.num_priorities = len(config.priority_probs)
+        self._sync_names = tuple(name for name, _ in config.sync_mix)
+        self._sync = [get_sync_scheme(n) for n in self._sync_names]
+        self._single_compute_rule = len({s.compute_time for s in self._sync}) == 1
+        self._straggler = straggler_model()
+        self.job_features = 8 + self.num_priorities + self.num_models
+        self.obs_dim = (
+            NODE_FEATURES + 3 + self.pending_slots * self.job_features + self.k1 * (NODE_FEATURES + 3)
+        )
+        self.state_dim = self.num_agents * (NODE_FEATURES + self.pending_slots * self.job_features) + 2
+        # neighbour link features are static: validity, bandwidth, latency to each target
+        nb = np.where(c.neighbors >= 0, c.neighbors, 0)
+        rows = np.arange(self.num_agents)[:, None]
+        valid = (c.neighbors >= 0).astype(np.float32)
+        self._nbr_safe = nb
+        self._nbr_link = np.stack(
+            [
+                valid,
+                valid * np.log10(c.pair_bw[rows, nb] + 1.0) / 2.0,
+                valid * np.minimum(c.pair_lat[rows, nb], 1e3) / 100.0,
+            ],
+            axis=-1,
+        ).astype(np.float32)
+        self._nbr_valid = c.neighbors >= 0
+        self._all_nbr_valid = bool(self._nbr_valid.all())
+        self._inv_cap = np.divide(
+            1.0, c.capacity, out=np.zeros_like(c.capacity), where=c.capacity > 0
+        )
+        self._node_static = np.zeros((self.num_agents, NODE_FEATURES), np.float32)
+        self._node_static[:, 3:6] = c.capacity / self._cap_max
+        self._node_static[:, 6] = c.speed / self._speed_max
+        self.rng = np.random.default_rng()
+        self._slot_range = np.arange(self.pending_slots)[None, :]
+        self._agent_idx = np.arange(self.num_agents)
+
+    # ------------------------------------------------------------------ catalog / tables
+    def _init_models(self) -> None:
+        cfg = self.cfg
+        names = tuple(n for n, _ in cfg.models)
+        if self._tapfinger:
+            bad = [n for n in names if n not in TAPFINGER_MODELS]
+            if bad:
+                raise ConfigError(
+                    f"models={names!r}: progress_model='tapfinger' allows only "
+                    f"{list(TAPFINGER_MODELS)}"
+                )
+            self.model_names = names
+            self._min_demand_m = np.tile(np.array(TAPFINGER_MIN_DEMAND), (len(names), 1))
+            self._is_lm = np.array([n == "LM" for n in names])
+        else:
+            cat = model_catalog()
+            bad = [n for n in names if n not in cat.names]
+            if bad:
+                raise ConfigError(f"models names unknown model(s) {bad}; catalog: {list(cat.names)}")
+            self.model_names = names
+            idx = np.array([cat.index(n) for n in names])
+            self._cat_idx = idx
+            self._base = cat.base_tput[idx]
+            self._bsz = cat.local_bsz[idx]
+            self._alpha = cat.gpu_alpha[idx]
+            self._kappa = cat.cpu_per_gpu[idx]
+            self._gamma = cat.cpu_gamma[idx]
+            self._mb = cat.model_mb[idx]
+            self._convk = cat.conv_k[idx]
+            self._q90f = cat.q90_factor[idx]
+            self._min_demand_m = cat.min_demand[idx]
+        self.num_models = len(names)
+        self._model_p = _probs(cfg.models)
+        too_big = (self._min_demand_m[:, None, :] > self.capacity[None, :, :]).any(-1).all(1)
+        if too_big.any():
+            raise ConfigError(
+                f"models {[names[i] for i in np.flatnonzero(too_big)]} need more than any "
+                "node's capacity; remove them or add larger tiers"
+            )
+
+    def _init_alloc_table(self) -> None:
+        cfg = self.cfg
+        if cfg.alloc_mode == "scale":
+            s = np.array(cfg.alloc_scales, dtype=np.float64)
+            self._alloc_scale = np.stack([s, s, np.ones_like(s)], axis=1)
+            self._alloc_add = np.zeros_like(self._alloc_scale)
+        else:
+            cmax, gmax = cfg.alloc_grid_max
+            cc, gg = np.meshgrid(np.arange(cmax + 1), np.arange(gmax + 1), indexing="ij")
+            grid = np.stack([cc.ravel(), gg.ravel()], axis=1).astype(np.float64)
+            grid = grid[(grid > 0).any(axis=1)]  # (0, 0) is "skip", i.e. the defer action
+            self._alloc_add = np.concatenate([grid, np.zeros((len(grid), 1))], axis=1)
+            self._alloc_scale = np.tile([0.0, 0.0, 1.0], (len(grid), 1))
+
+    # ------------------------------------------------------------------ workload
+    def _arrival_modulation(self, rng: np.random.Generator) -> np.ndarray:
+        cfg = self.cfg
+        t = np.arange(cfg.arrival_slots)
+        diurnal = 1.0 + cfg.diurnal_amplitude * np.sin(2 * np.pi * t / cfg.diurnal_period_slots)
+        # cluster-wide bursts: a two-state Markov chain (start prob, geometric duration)
+        starts = rng.random(cfg.arrival_slots) < cfg.burst_prob
+        lengths = rng.geometric(1.0 / cfg.burst_mean_slots, size=cfg.arrival_slots)
+        burst = np.zeros(cfg.arrival_slots + 1)
+        s_idx = np.flatnonzero(starts)
+        np.add.at(burst, s_idx, 1.0)
+        np.add.at(burst, np.minimum(s_idx + lengths[s_idx], cfg.arrival_slots), -1.0)
+        in_burst = np.cumsum(burst)[:-1] > 0
+        return diurnal * np.where(in_burst, cfg.burst_multiplier, 1.0)
+
+    def _draw_workload(self, rng: np.random.Generator) -> None:
+        cfg = self.cfg
+        n = self.num_agents
+        rate = cfg.arrival_rate * self._arrival_modulation(rng)
+        if cfg.arrival_scope == "node":
+            counts = rng.poisson(rate[:, None] * np.ones((1, n)))
+            slot = np.repeat(np.repeat(np.arange(cfg.arrival_slots), n), counts.ravel())
+            home = np.repeat(np.tile(np.arange(n), cfg.arrival_slots), counts.ravel())
+        else:
+            counts = rng.poisson(rate)
+            slot = np.repeat(np.arange(cfg.arrival_slots), counts)
+            home = rng.integers(n, size=len(slot))
+        if cfg.max_jobs:
+            slot, home = slot[: cfg.max_jobs], home[: cfg.max_jobs]
+        jn = len(slot)
+        self.num_jobs = jn
+        self.j_arrival = slot.astype(np.int64)
+        self.j_home = home.astype(np.int64)
+        self.j_model = rng.choice(self.num_models, size=jn, p=self._model_p)
+        wvals = np.array([w for w, _ in cfg.workers_dist], dtype=np.int64)
+        self.j_workers = (
+            np.ones(jn, dtype=np.int64)
+            if self._tapfinger
+            else wvals[rng.choice(len(wvals), size=jn, p=_probs(cfg.workers_dist))]
+        )
+        self.max_workers = int(self.j_workers.max(initial=1))
+        pp = np.array(cfg.priority_probs) / np.sum(cfg.priority_probs)
+        self.j_prio = rng.choice(len(pp), size=jn, p=pp)
+        self.j_sync = rng.choice(len(self._sync_names), size=jn, p=_probs(cfg.sync_mix))
+        self.j_min = self._min_demand_m[self.j_model]
+        self.j_target = rng.uniform(*cfg.target_quality, size=jn)
+        size_factor = np.exp(cfg.job_size_sigma * rng.standard_normal(jn))
+        if self._tapfinger:
+            self.j_tau = np.ones(jn)
+            self.j_max_samples = np.full(jn, np.inf)
+            self.j_x90 = np.ones(jn)
+        else:
+            m = self.j_model
+            # one reference worker: one T4 GPU, minimum CPUs of the model
+            ref_cpu = np.minimum(1.0, self._min_demand_m[m, 0] / self._kappa[m]) ** self._gamma[m]
+            ref_tput = self._base[m] * ref_cpu
+            x90 = cfg.job_size_median_slots * size_factor * cfg.slot_seconds * ref_tput
+            self.j_x90 = x90
+            self.j_tau = x90 / self._q90f[m]
+            # an epoch is a tenth of the samples to 90% quality (DESIGN leaves the dataset
+            # size free; this keeps the epoch limit meaningful for every model)
+            self.j_max_samples = cfg.max_epochs * x90 / 10.0
+        self.j_eff = np.array([s.efficiency for s in self._sync])[self.j_sync]
+        # allocation options per job and level: (J, L, 3)
+        self.j_alloc = self.j_min[:, None, :] * self._alloc_scale[None] + self._alloc_add[None]
+        self.j_alloc_ok = (self.j_alloc >= self.j_min[:, None, :] - 1e-9).all(-1)
+        # Hot-path copies with one sentinel row at index -1 (= empty pending slot): an
+        # allocation that never fits, so gathers need no validity masking.
+        inf_row = np.full((1, self.j_alloc.shape[1]), np.inf)
+        self._j_alloc_r = [np.concatenate([self.j_alloc[..., r], inf_row]) for r in range(3)]
+        self._j_alloc_ok_ext = np.concatenate([self.j_alloc_ok, np.zeros((1, inf_row.shape[1]), bool)])
+        # visibility: (agent, job) pairs
+        if cfg.visibility == "home":
+            self._vis_agent, self._vis_job = home.astype(np.int64), np.arange(jn)
+        else:
+            k = rng.integers(1, n + 1, size=jn)
+            perm = np.argsort(rng.random((jn, n)), axis=1)
+            take = np.arange(n)[None, :] < k[:, None]
+            self._vis_agent = perm[take]
+            self._vis_job = np.repeat(np.arange(jn), k)
+        # pairs sorted by arrival slot so each slot's arrivals are a contiguous range
+        order = np.argsort(self.j_arrival[self._vis_job], kind="stable")
+        self._vis_agent, self._vis_job = self._vis_agent[order], self._vis_job[order]
+        self._vis_slot_ptr = np.searchsorted(
+            self.j_arrival[self._vis_job],
+            np.arange(max(cfg.arrival_slots, cfg.max_slots) + 2),
+            side="left",
+        )
+        # queue key: priority class first, then arrival order (job ids are in arrival order)
+        self.j_key = self.j_prio.astype(np.int64) * (jn + 1) + np.arange(jn)
+        self._key_span = self.num_priorities * (jn + 1)
+        # static per-job quantities, so the hot path only gathers
+        if not self._tapfinger:
+            m = self.j_model
+            self.j_k = self._convk[m]
+            self.j_samples_per_iter = self.j_workers * self._bsz[m] * self.j_eff
+        prio = np.eye(self.num_priorities, dtype=np.float32)[self.j_prio]
+        model = np.eye(self.num_models, dtype=np.float32)[self.j_model]
+        self.j_static = np.concatenate(
+            [
+                np.ones((jn, 1), np.float32),
+                (self.j_min / self._cap_max).astype(np.float32),
+                (self.j_workers / 4.0)[:, None].astype(np.float32),
+                (np.log1p(self.j_x90) / 20.0)[:, None].astype(np.float32),
+                prio,
+                model,
+            ],
+            axis=1,
+        )
+        # sentinel rows at index -1 for empty pending slots (features all zero)
+        self.j_static = np.concatenate([self.j_static, np.zeros((1, self.j_static.shape[1]), np.float32)])
+        self._j_arrival_ext = np.concatenate([self.j_arrival, [np.inf]])
+
+    # ------------------------------------------------------------------ reset
+    def reset(self, seed: int | None = None) -> None:
+        """Start an episode; ``seed`` fixes the workload and all later randomness."""
+        self.rng = np.random.default_rng(seed)
+        self._draw_workload(self.rng)
+        jn, n = self.num_jobs, self.num_agents
+        self.t = 0
+        self.used = np.zeros((n, 3))
+        self.status = np.zeros(jn, dtype=np.int8)
+        self.placed = np.zeros(jn + 1, dtype=np.int64)  # last entry: empty-slot sentinel
+        self.owner = self.j_home.copy()
+        self.w_node = np.full((jn, self.max_workers), -1, dtype=np.int64)
+        self.w_alloc = np.zeros((jn, self.max_workers, 3))
+        self.progress = np.zeros(jn)
+        self.quality = np.zeros(jn)
+        self.sync_time = np.zeros(jn)
+        self.start_slot = np.full(jn, -1, dtype=np.int64)
+        self.finish_slot = np.full(jn, -1, dtype=np.int64)
+        self.running = np.zeros(0, dtype=np.int64)
+        # per-worker seconds per iteration without contention/stragglers (set at placement)
+        self.w_iter0 = np.zeros((jn, self.max_workers))
+        self.node_workers = np.zeros(n)
+        # Queues: all (agent, job) entries in one array sorted by agent, then priority, then
+        # arrival; heads are found by binary search. Cheaper than per-agent buffers in numpy.
+        self.q_ck = np.zeros(0, dtype=np.int64)
+        self.q_job = np.zeros(0, dtype=np.int64)
+        self._agent_bounds = np.arange(n + 1, dtype=np.int64) * self._key_span
+        self.qlen = np.zeros(n, dtype=np.int64)
+        self.counters = Counters(util_sum=np.zeros(n))
+        self.return_sum = np.zeros(n)
+        self.terminated = False
+        self.truncated = False
+        self._enqueue_arrivals(0)
+        self._node_feat_hist: list[np.ndarray] = []
+        self._refresh()
+
+    # ------------------------------------------------------------------ queues
+    def _enqueue_arrivals(self, slot: int) -> None:
+        lo, hi = self._vis_slot_ptr[slot], self._vis_slot_ptr[slot + 1]
+        if hi <= lo:
+            return
+        agents, jobs = self._vis_agent[lo:hi], self._vis_job[lo:hi]
+        self.status[jobs] = QUEUED
+        ck = np.concatenate([self.q_ck, agents * self._key_span + self.j_key[jobs]])
+        order = np.argsort(ck, kind="stable")
+        self.q_ck = ck[order]
+        self.q_job = np.concatenate([self.q_job, jobs])[order]
+
+    def _drop_from_queues(self) -> None:
+        """Remove fully placed jobs from every queue that holds them."""
+        keep = self.status[self.q_job] == QUEUED
+        self.q_ck, self.q_job = self.q_ck[keep], self.q_job[keep]
+
+    def queued_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """All queue entries as (agent, job) arrays, each agent's in priority order."""
+        return self.q_ck // self._key_span, self.q_job
+
+    # ------------------------------------------------------------------ observations
+    def _node_features(self) -> np.ndarray:
+        nf = self._node_static.copy()
+        np.divide(self.capacity - self.used, self.capacity, out=nf[:, :3], where=self.capacity > 0)
+        nf[:, 7] = self.node_workers / 8.0
+        nf[:, 8] = self.qlen / 10.0
+        return nf
+
+    def _job_features(self, jobs: np.ndarray) -> np.ndarray:
+        """Features of queued jobs (any shape of ids, -1 = empty slot) -> (..., F).
+
+        Layout: present, minimum demand / max capacity (3), workers / 4, log size / 20,
+        priority one-hot, model one-hot, placed workers / 4, waiting slots / 100.
+        """
+        f = np.empty((*jobs.shape, self.job_features), np.float32)
+        ns = self.j_static.shape[1]
+        f[..., :ns] = self.j_static[jobs]  # -1 hits the all-zero sentinel row
+        f[..., ns] = self.placed[jobs] / 4.0
+        # the sentinel's arrival is +inf, so its waiting time clips to 0
+        wait = np.maximum(self.t - self._j_arrival_ext[jobs], 0.0)
+        f[..., ns + 1] = np.minimum(wait, 1000.0) * 0.01
+        return f
+
+    def _time_features(self) -> np.ndarray:
+        ph = 2 * np.pi * self.t / self.cfg.diurnal_period_slots
+        return np.array([np.sin(ph), np.cos(ph)], np.float32)
+
+    def _update_qlen(self) -> None:
+        bounds = np.searchsorted(self.q_ck, self._agent_bounds)
+        self._q_start = bounds[:-1]
+        self.qlen = np.diff(bounds)
+
+    def _refresh(self) -> None:
+        """Recompute node features, pending tasks, observations and masks after a change."""
+        self._update_qlen()
+        nf = self._node_features()
+        self._node_feat = nf
+        hist = self._node_feat_hist
+        if not hist or self._advanced_since_snapshot:
+            hist.append(nf)
+            if len(hist) > self.cfg.obs_delay + 1:
+                hist.pop(0)
+        else:
+            hist[-1] = nf
+        self._advanced_since_snapshot = False
+        stale = hist[0]  # obs_delay slots old (or as old as the episode allows)
+        has = self._slot_range < self.qlen[:, None]
+        if len(self.q_job):
+            idx = np.minimum(self._q_start[:, None] + self._slot_range, len(self.q_job) - 1)
+            self.head = np.where(has, self.q_job[idx], -1)
+        else:
+            self.head = np.full(has.shape, -1, dtype=np.int64)
+        jf = self._job_features(self.head)
+        n = self.num_agents
+        # a fresh array every step: callers may keep observations (rollout buffers)
+        obs = np.empty((n, self.obs_dim), np.float32)
+        obs[:, :NODE_FEATURES] = nf
+        o = NODE_FEATURES
+        obs[:, o : o + 2] = self._time_features()
+        obs[:, o + 2] = nf[:, 8]
+        o += 3
+        obs[:, o : o + jf[0].size] = jf.reshape(n, -1)
+        o += jf[0].size
+        nbr = obs[:, o:].reshape(n, self.k1, NODE_FEATURES + 3)
+        nbr[..., :NODE_FEATURES] = stale[self._nbr_safe]
+        nbr[..., NODE_FEATURES:] = self._nbr_link
+        if not self._all_nbr_valid:
+            nbr *= self._nbr_valid[..., None]
+        self.obs = obs
+        self._head_feat = jf
+        self.mask = self._compute_mask()
+
+    _advanced_since_snapshot = False
+
+    def _compute_mask(self) -> np.ndarray:
+        # Written per resource on purpose: numpy reductions over a length-3 last axis cost
+        # more than the comparisons themselves at these sizes.
+        j = self.head  # -1 (empty slot) hits the never-fitting sentinel allocation
+        free = self.capacity - self.used + 1e-9  # may be negative under overload
+        if self._grid:
+            # grid allocations do not depend on the job: fit per (agent, target, level),
+            # then the job's minimum demand (False for the empty-slot sentinel)
+            fit = None
+            for r in range(3):
+                ft = free[:, r][self._nbr_safe][:, :, None]  # (N, K1, 1)
+                f_r = self._grid_r[r] <= ft
+                fit = f_r if fit is None else fit & f_r
+            ok = fit[:, None, :, :] & self._j_alloc_ok_ext[j][:, :, None, :]
+        else:
+            ok = None
+            for r in range(3):
+                ft = free[:, r][self._nbr_safe][:, None, :, None]  # (N, 1, K1, 1)
+                f_r = self._j_alloc_r[r][j][:, :, None, :] <= ft
+                ok = f_r if ok is None else ok & f_r
+        if not self._all_nbr_valid:
+            ok &= self._nbr_valid[:, None, :, None]
+        mask = np.empty((self.num_agents, self.num_actions), dtype=bool)
+        mask[:, 0] = True
+        mask[:, 1:] = ok.reshape(self.num_agents, -1)
+        return mask
+
+    def decode(self, actions: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Split placement actions into (pending slot, neighbour index, level)."""
+        idx = actions - 1
+        per_slot = self.k1 * self.num_levels
+        return idx // per_slot, (idx % per_slot) // self.num_levels, idx % self.num_levels
+
+    def encode(self, slot: np.ndarray, k: np.ndarray, level: np.ndarray) -> np.ndarray:
+        """Inverse of :meth:`decode`."""
+        return 1 + (slot * self.k1 + k) * self.num_levels + level
+
+    def state(self) -> np.ndarray:
+        """Global state for centralized critics: all nodes' current features, every agent's
+        pending-task features and the time of day (flat float32)."""
+        return np.concatenate(
+            [self._node_feat.ravel(), self._head_feat.ravel(), self._time_features()]
+        )
+
+    # ------------------------------------------------------------------ step
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        """Apply one decision round of all agents (the array fast path).
+
+        Args:
+            actions: int array of shape (N,), one action per agent.
+
+        Returns:
+            ``(rewards, info)``: rewards of shape (N,), and per-step counters. Observations,
+            masks and the end flags are then in ``obs``, ``mask``, ``terminated``,
+            ``truncated``.
+
+        Raises:
+            InvalidActionError: wrong shape, out-of-range or masked action while
+                ``invalid_action='raise'``.
+        """
+        if self.terminated or self.truncated:
+            raise RuntimeError("step() called on a finished episode; call reset() first")
+        a = np.asarray(actions)
+        if a.shape != (self.num_agents,) or not np.issubdtype(a.dtype, np.integer):
+            raise InvalidActionError(
+                f"actions must be an integer array of shape ({self.num_agents},); got "
+                f"shape {a.shape} dtype {a.dtype}"
+            )
+        bad = ~self.mask[self._agent_idx, np.clip(a, 0, self.num_actions - 1)]
+        bad |= (a < 0) | (a >= self.num_actions)
+        if bad.any():
+            self.counters.invalid_actions += int(bad.sum())
+            if self.cfg.invalid_action == "raise":
+                ag = int(np.flatnonzero(bad)[0])
+                allowed = np.flatnonzero(self.mask[ag]).tolist()
+                why = "out of range" if not 0 <= a[ag] < self.num_actions else "masked"
+                raise InvalidActionError(
+                    f"action {int(a[ag])} of agent node_{ag} is {why}; allowed actions now: "
+                    f"{allowed[:20]}{' ...' if len(allowed) > 20 else ''} (action space "
+                    f"0..{self.num_actions - 1}; set invalid_action='defer' to defer instead)"
+                )
+            a = np.where(bad, 0, a)
+        agents = np.flatnonzero(a > 0)
+        slot, k, level = self.decode(a[agents])
+        jobs = self.head[agents, slot]
+        targets = self.cluster.neighbors[agents, k]
+        info = self.place(agents, jobs, targets, level)
+        rewards = np.zeros(self.num_agents)
+        if info["collision_agent_mask"] is not None:
+            rewards -= self.cfg.collision_penalty * info.pop("collision_agent_mask")
+        else:
+            info.pop("collision_agent_mask")
+        advance = self.cfg.advance == "every_step" or len(agents) == 0
+        if advance:
+            rewards += self.advance_clock()
+        info["advanced"] = advance
+        self.counters.steps += 1
+        self._check_end()
+        self._refresh()
+        self.return_sum += rewards
+        info["slot"] = self.t
+        return rewards, info
+
+    def place(
+        self, agents: np.ndarray, jobs: np.ndarray, targets: np.ndarray, level: np.ndarray
+    ) -> dict[str, Any]:
+        """Resolve task conflicts and collisions, then place the admitted tasks.
+
+        Args:
+            agents: deciding agent of each proposal.
+            jobs: job whose next worker is proposed.
+            targets: node of each proposal.
+            level: allocation level of each proposal.
+
+        Returns:
+            Per-step counters, including ``collision_agent_mask`` (N,) or ``None``.
+        """
+        info: dict[str, Any] = {
+            "proposals": len(agents),
+            "task_conflicts": 0,
+            "collisions": 0,
+            "rejected": 0,
+            "placements": 0,
+            "collision_agent_mask": None,
+        }
+        if len(agents) == 0:
+            return info
+        alloc = self.j_alloc[jobs, level]
+        # task conflicts (only possible under shared visibility): one winner per job
+        js = np.sort(jobs)
+        if self.cfg.visibility == "shared" and (js[1:] == js[:-1]).any():
+            keep = self._resolve_conflicts(agents, jobs, targets, alloc)
+            info["task_conflicts"] = int(len(agents) - keep.sum())
+            self.counters.task_conflicts += info["task_conflicts"]
+            agents, jobs, targets, level, alloc = (
+                agents[keep], jobs[keep], targets[keep], level[keep], alloc[keep]
+            )
+        # collisions: jointly over the free capacity of a node with >= 2 placements
+        n = self.num_agents
+        demand = np.zeros((n, 3))
+        np.add.at(demand, targets, alloc)
+        count = np.bincount(targets, minlength=n)
+        free = self.capacity - self.used
+        colliding = (count >= 2) & (demand > free + 1e-9).any(axis=1)
+        admitted = np.ones(len(agents), dtype=bool)
+        if colliding.any():
+            in_coll = colliding[targets]
+            cmask = np.zeros(n)
+            cmask[agents[in_coll]] = 1.0
+            info["collision_agent_mask"] = cmask
+            info["collisions"] = int(colliding.sum())
+            self.counters.collisions_proposed += info["collisions"]
+            self.counters.collision_agents += int(in_coll.sum())
+            if self.cfg.collision_mode == "reject":
+                admitted = self._admit_in_random_order(targets, alloc, colliding, free)
+                info["rejected"] = int((~admitted).sum())
+                self.counters.rejected += info["rejected"]
+            else:
+                self.counters.collisions_executed += info["collisions"]
+        agents, jobs, targets, alloc = (
+            agents[admitted], jobs[admitted], targets[admitted], alloc[admitted]
+        )
+        # two agents can place workers of one job only under shared visibility, and conflicts
+        # were resolved above; so each job gets at most one worker per round
+        widx = self.placed[jobs]
+        self.w_node[jobs, widx] = targets
+        self.w_alloc[jobs, widx] = alloc
+        self.w_iter0[jobs, widx] = self._iteration_seconds(jobs, alloc, targets)
+        np.add.at(self.used, targets, alloc)
+        np.add.at(self.node_workers, targets, 1.0)
+        self.placed[jobs] += 1
+        if self.cfg.visibility == "shared":
+            self.owner[jobs] = agents
+        started = jobs[self.placed[jobs] == self.j_workers[jobs]]
+        if len(started):
+            self._start(started)
+        info["placements"] = len(jobs)
+        self.counters.placements += len(jobs)
+        return info
+
+    def _iteration_seconds(
+        self, jobs: np.ndarray, alloc: np.ndarray, nodes: np.ndarray
+    ) -> np.ndarray:
+        """Seconds per iteration of one worker alone on its node (no contention, no
+        straggling): ``local_bsz / throughput`` with the measured, concave throughput
+        ``base * speed * g ** alpha * min(1, c / (kappa g)) ** gamma`` (catalog module).
+        Under ``progress_model='tapfinger'`` it stores the GPU count instead."""
+        if self._tapfinger:
+            return alloc[:, 1]
+        m = self.j_model[jobs]
+        c, g = alloc[:, 0], alloc[:, 1]
+        cpu_ok = np.minimum(1.0, c / (self._kappa[m] * g))
+        tput = self._base[m] * self.cluster.speed[nodes] * g ** self._alpha[m] * cpu_ok ** self._gamma[m]
+        return self._bsz[m] / tput
+
+    def _resolve_conflicts(self, agents, jobs, targets, alloc) -> np.ndarray:
+        """Pick one winner per contested job; return a keep-mask over proposals.
+
+        ``random``: uniform among the competitors. ``fit``: proportional to the softmax, over
+        the competitors, of min over resources of free / minimum demand on the proposer's
+        target (TapFinger's fit term, DESIGN §4.4; the policy's pointer probability is the
+        learner's part and multiplies in at the algorithm level).
+        """
+        if self.cfg.conflict_rule == "fit":
+            free = (self.capacity - self.used)[targets]
+            need = np.maximum(self.j_min[jobs], 1e-9)
+            score = np.where(self.j_min[jobs] > 0, free / need, np.inf).min(axis=1)
+        else:
+            score = np.zeros(len(jobs))
+        # Gumbel-max per job draws a winner proportional to softmax(score)
+        g = score + self.rng.gumbel(size=len(jobs))
+        order = np.lexsort((-g, jobs))
+        first = np.ones(len(jobs), dtype=bool)
+        first[1:] = jobs[order][1:] != jobs[order][:-1]
+        keep = np.zeros(len(jobs), dtype=bool)
+        keep[order[first]] = True
+        return keep
+
+    def _admit_in_random_order(self, targets, alloc, colliding, free) -> np.ndarray:
+        admitted = np.ones(len(targets), dtype=bool)
+        for node in np.flatnonzero(colliding):
+            idx = np.flatnonzero(targets == node)
+            room = free[node].copy()
+            for i in self.rng.permutation(idx):
+                if (alloc[i] <= room + 1e-9).all():
+                    room -= alloc[i]
+                else:
+                    admitted[i] = False
+        return admitted
+
+    def _start(self, jobs: np.ndarray) -> None:
+        self.status[jobs] = RUNNING
+        self.start_slot[jobs] = self.t
+        self.running = np.concatenate([self.running, jobs])
+        multi = jobs[self.j_workers[jobs] > 1]
+        if len(multi) and not self._tapfinger:
+            nodes = self.w_node[multi]
+            valid = nodes >= 0
+            schemes = self.j_sync[multi]
+            for sid in set(schemes.tolist()):
+                sel = schemes == sid
+                self.sync_time[multi[sel]] = self._sync[sid].sync_time(
+                    nodes[sel], valid[sel], self._mb[self.j_model[multi[sel]]],
+                    self.cluster.pair_bw, self.cluster.pair_lat,
+                )
+        self._drop_from_queues()
+
+    # ------------------------------------------------------------------ clock
+    def contention(self) -> np.ndarray:
+        """Per-node slowdown: oversubscription ** contention_exponent (1 when within capacity).
+
+        Oversubscription is the largest ratio of used to capacity over the resources; a node
+        at 150% of its GPUs time-shares them, so each task runs 1.5x slower (exponent 1).
+        """
+        ratio = self.used * self._inv_cap
+        ratio = np.maximum(np.maximum(ratio[:, 0], ratio[:, 1]), np.maximum(ratio[:, 2], 1.0))
+        if self.cfg.contention_exponent != 1.0:
+            ratio **= self.cfg.contention_exponent
+        return ratio
+
+    def advance_clock(self) -> np.ndarray:
+        """Run one slot: progress, completions, arrivals. Returns the slot's rewards (N,)."""
+        cfg = self.cfg
+        n = self.num_agents
+        running = self.running
+        self._update_qlen()
+        # jobs in the system during this slot, per agent (Little's law: sums to -total JCT)
+        in_sys = self.qlen + np.bincount(self.owner[running], minlength=n)
+        if cfg.reward_mode == "team":
+            rewards = -np.full(n, in_sys.sum() / n)
+        else:
+            rewards = -in_sys.astype(np.float64)
+        cont = self.contention()
+        over = cont > 1.0
+        self.counters.overload_node_slots += int(over.sum())
+        util = np.minimum(self.used[:, :2] * self._inv_cap[:, :2], 1.0)
+        self.counters.util_sum += 0.5 * (util[:, 0] + util[:, 1])
+        if len(running):
+            gain = self._progress(running, cont)
+            if cfg.accuracy_gain_weight:
+                acc = np.zeros(n)
+                np.add.at(acc, self.owner[running], gain)
+                rewards += cfg.accuracy_gain_weight * (
+                    np.full(n, acc.sum() / n) if cfg.reward_mode == "team" else acc
+                )
+        if cfg.resource_cost_weight:
+            share = np.zeros(n)
+            if len(running):
+                res = (self.w_alloc[running, :, :2] / self._cap_max[:2]).sum(axis=(1, 2))
+                np.add.at(share, self.owner[running], res)
+            total = share.sum() / n
+            rewards -= cfg.resource_cost_weight * (
+                np.full(n, total) if cfg.reward_mode == "team" else share
+            )
+        self.t += 1
+        self._advanced_since_snapshot = True
+        if self.t < cfg.arrival_slots:
+            self._enqueue_arrivals(self.t)
+        return rewards
+
+    def _progress(self, running: np.ndarray, cont: np.ndarray) -> np.ndarray:
+        """Advance running jobs by one slot; complete and release finished ones.
+
+        Returns the gain in normalized quality of each running job.
+        """
+        nodes = self.w_node[running]
+        valid = nodes >= 0
+        nsafe = np.where(valid, nodes, 0)
+        q0 = self.quality[running]
+        overloaded = cont.max() > 1.0
+        if self._tapfinger:
+            # DESIGN §4.4: IMG 0.25 per slot; LM tanh(g/16) * sqrt(1.2 - p); p in [0, 1]
+            g = self.w_iter0[running, 0]
+            p = self.progress[running]
+            lm = self._is_lm[self.j_model[running]]
+            step = np.where(lm, np.tanh(g / 16.0) * np.sqrt(np.maximum(1.2 - p, 0.0)), 0.25)
+            if overloaded:
+                step = step / cont[nsafe[:, 0]]
+            p = p + step
+            self.progress[running] = p
+            q = np.minimum(p, 1.0)
+            done = p >= 1.0 - 1e-12
+        else:
+            compute = self.w_iter0[running] * self.draw_stragglers(nodes.shape)
+            if overloaded:
+                compute *= cont[nsafe]
+            sync_idx = self.j_sync[running]
+            if self._single_compute_rule:
+                it = self._sync[0].compute_time(compute, valid)
+            else:
+                it = np.empty(len(running))
+                for s in np.unique(sync_idx):
+                    sel = sync_idx == s
+                    it[sel] = self._sync[s].compute_time(compute[sel], valid[sel])
+            it += self.sync_time[running]
+            x = self.progress[running] + (
+                self.cfg.slot_seconds / it * self.j_samples_per_iter[running]
+            )
+            self.progress[running] = x
+            q = -np.expm1(-((x / self.j_tau[running]) ** self.j_k[running]))
+            done = (q >= self.j_target[running]) | (x >= self.j_max_samples[running])
+        self.quality[running] = q
+        if done.any():
+            fin = running[done]
+            self.status[fin] = DONE
+            self.finish_slot[fin] = self.t + 1
+            fv = valid[done]
+            fnodes = nodes[done][fv]
+            np.subtract.at(self.used, fnodes, self.w_alloc[fin][fv])
+            np.subtract.at(self.node_workers, fnodes, 1.0)
+            self.running = running[~done]
+        return q - q0
+
+    def draw_stragglers(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Per-worker slowdown factors (>= 1) for one slot; one draw per worker and slot
+        stands for the slot's persistent slowdown of that worker."""
+        n = int(np.prod(shape))
+        s = self._straggler.sample(
+            self.rng, n, self.cfg.straggler_scale, self.cfg.straggler_prob_scale
+        )
+        return s.reshape(shape)
+
+    def _check_end(self) -> None:
+        cfg = self.cfg
+        all_arrived = self.t >= cfg.arrival_slots or (
+            self.num_jobs == 0 or self.t > self.j_arrival[-1]
+        )
+        if all_arrived and not (self.status != DONE).any():
+            self.terminated = True
+        elif self.t >= cfg.max_slots or self.counters.steps >= cfg.max_steps:
+            self.truncated = True
+
+    # ------------------------------------------------------------------ bookkeeping
+    def job_counts(self) -> dict[str, int]:
+        """Arrived, queued, running and done jobs (conservation: arrived = sum of the rest)."""
+        st = self.status
+        return {
+            "arrived": int((st != NOT_ARRIVED).sum()),
+            "queued": int((st == QUEUED).sum()),
+            "running": int((st == RUNNING).sum()),
+            "done": int((st == DONE).sum()),
+        }
+
+    def lower_bound_slots(self) -> np.ndarray:
+        """Per-job JCT lower bound in slots: the job alone, at its best allocation on the best
+        node for it, no queueing, no sync cost, no stragglers, no contention (DESIGN §6)."""
+        jn = self.num_jobs
+        if jn == 0:
+            return np.zeros(0)
+        fits = (self.j_alloc[:, :, None, :] <= self.capacity[None, None, :, :] + 1e-9).all(-1)
+        fits &= self.j_alloc_ok[:, :, None]
+        if self._tapfinger:
+            gmax = np.where(fits, self.j_alloc[:, :, None, 1], 0.0).max(axis=(1, 2))
+            lm = self._is_lm[self.j_model]
+            p = np.zeros(jn)
+            slots = np.zeros(jn)
+            for _ in range(10_000):
+                todo = p < 1.0 - 1e-12
+                if not todo.any():
+                    break
+                step = np.where(lm, np.tanh(gmax / 16.0) * np.sqrt(np.maximum(1.2 - p, 0)), 0.25)
+                p = np.where(todo, p + step, p)
+                slots += todo
+            return slots
+        m = self.j_model
+        a = self.j_alloc  # (J, L, 3)
+        c, g = a[..., 0], a[..., 1]
+        cpu_ok = np.minimum(1.0, c / (self._kappa[m][:, None] * np.maximum(g, 1e-9)))
+        per_level = (
+            self._base[m][:, None] * np.maximum(g, 1e-9) ** self._alpha[m][:, None]
+            * cpu_ok ** self._gamma[m][:, None]
+        )
+        tput = per_level[:, :, None] * self.cluster.speed[None, None, :]
+        best = np.where(fits, tput, 0.0).max(axis=(1, 2))
+        samples_per_slot = self.cfg.slot_seconds * self.j_workers * best
+        need_q = np.minimum(self.j_target, 1 - 1e-12)
+        x_target = self.j_tau * (-np.log1p(-need_q)) ** (1.0 / self._convk[m])
+        need = np.minimum(x_target, self.j_max_samples)
+        return np.maximum(np.ceil(need / samples_per_slot - 1e-9), 1.0)
+
+    def episode_metrics(self) -> dict[str, Any]:
+        """Summary of the episode so far (DESIGN §6); JCTs in slots and seconds."""
+        done = self.status == DONE
+        jct = (self.finish_slot - self.j_arrival)[done].astype(np.float64)
+        sec = self.cfg.slot_seconds
+        lb = self.lower_bound_slots()
+        util = self.counters.util_sum / max(self.t, 1)
+        prio_jct = [
+            float(jct[self.j_prio[done] == p].mean()) if (self.j_prio[done] == p).any() else None
+            for p in range(self.num_priorities)
+        ]
+        arrived = self.status != NOT_ARRIVED
+        first = self.j_arrival[arrived].min() if arrived.any() else 0
+        m: dict[str, Any] = {
+            "slots": int(self.t),
+            "steps": int(self.counters.steps),
+            "jobs_arrived": int(arrived.sum()),
+            "jobs_done": int(done.sum()),
+            "jobs_unfinished": int(arrived.sum() - done.sum()),
+            "jct_mean": float(jct.mean()) if len(jct) else float("nan"),
+            "jct_p95": float(np.percentile(jct, 95)) if len(jct) else float("nan"),
+            "jct_mean_seconds": float(jct.mean() * sec) if len(jct) else float("nan"),
+            "jct_lower_bound_mean": float(lb[done].mean()) if done.any() else float("nan"),
+            "jct_lower_bound": lb[done],
+            "makespan": int(self.finish_slot[done].max() - first) if done.any() else 0,
+            "median_node_utilization": float(np.median(util)),
+            "collisions_proposed": self.counters.collisions_proposed,
+            "collisions_executed": self.counters.collisions_executed,
+            "collision_agents": self.counters.collision_agents,
+            "rejected_placements": self.counters.rejected,
+            "task_conflicts": self.counters.task_conflicts,
+            "overload_node_slots": self.counters.overload_node_slots,
+            "invalid_actions": self.counters.invalid_actions,
+            "placements": self.counters.placements,
+            "jct_by_priority": prio_jct,
+            "final_quality": self.quality[done].copy(),
+            "final_quality_mean": float(self.quality[done].mean()) if done.any() else float("nan"),
+            "episode_return_mean": float(self.return_sum.mean()),
+        }
+        if not self._tapfinger:
+            cat = model_catalog()
+            m["final_metric"] = cat.metric_at(self._cat_idx[self.j_model[done]], self.quality[done])
+        return m
+
+    # ------------------------------------------------------------------ graph view
+    def graph(self) -> dict[str, Any]:
+        """Heterogeneous graph of the current state, as numpy arrays.
+
+        Returns:
+            ``{"nodes": {type: features}, "edges": {(src, rel, dst): (2, E) index array},
+            "edge_attr": {(src, rel, dst): (E, F)}, "ids": {type: ids}}`` with node types
+            ``node`` (cluster nodes), ``pending`` (queued jobs) and ``running`` (running jobs).
+            Edge types: ``(node, link, node)`` topology links both ways with (log bandwidth,
+            latency); ``(pending, queued_at, node)`` each queued job to the agents that see it;
+            ``(running, runs_on, node)`` one edge per worker with its allocation; and the
+            reverse relations ``(node, rev_queued_at, pending)``, ``(node, hosts, running)``.
+        """
+        c = self.cluster
+        q_agent, q_jobs = self.queued_pairs()
+        pend_ids, pend_idx = np.unique(q_jobs, return_inverse=True)
+        run_ids = self.running
+        nodes = self.w_node[run_ids]
+        r_idx, w_idx = np.nonzero(nodes >= 0)
+        link = np.concatenate([c.edges, c.edges[:, ::-1]], axis=0).T
+        link_attr = np.tile(
+            np.stack([np.log10(c.link_bw + 1.0), c.link_lat / 100.0], axis=1), (2, 1)
+        ).astype(np.float32)
+        run_feat = np.concatenate(
+            [
+                self._job_features(run_ids),
+                self.quality[run_ids, None].astype(np.float32),
+                (self.sync_time[run_ids, None] / 10.0).astype(np.float32),
+            ],
+            axis=1,
+        )
+        queued_at = np.stack([pend_idx, q_agent])
+        runs_on = np.stack([r_idx, nodes[r_idx, w_idx]])
+        return {
+            "nodes": {
+                "node": self._node_feat,
+                "pending": self._job_features(pend_ids),
+                "running": run_feat,
+            },
+            "ids": {"node": np.arange(self.num_agents), "pending": pend_ids, "running": run_ids},
+            "edges": {
+                ("node", "link", "node"): link,
+                ("pending", "queued_at", "node"): queued_at,
+                ("node", "rev_queued_at", "pending"): queued_at[::-1].copy(),
+                ("running", "runs_on", "node"): runs_on,
+                ("node", "hosts", "running"): runs_on[::-1].copy(),
+            },
+            "edge_attr": {
+                ("node", "link", "node"): link_attr,
+                ("running", "runs_on", "node"): (
+                    self.w_alloc[run_ids[r_idx], w_idx] / self._cap_max
+                ).astype(np.float32),
+            },
+        }
+
+
+def _probs(pairs: tuple[tuple[Any, float], ...]) -> np.ndarray:
+    w = np.array([p for _, p in pairs], dtype=np.float64)
+    return w / w.sum()
