@@ -68,22 +68,29 @@ def bench_dict(name: str, seconds: float, seed: int = 0) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--scenarios", nargs="+",
+        "--scenarios",
+        nargs="+",
         default=["edge10", "edge50", "edge100", "edge500", "tapfinger-hetero6"],
     )
     parser.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
     args = parser.parse_args()
-    print(f"machine: {platform.processor() or platform.machine()}, python "
-          f"{platform.python_version()}, numpy {np.__version__}")
-    header = (f"{'scenario':<20}{'agents':>7}{'array steps/s':>15}{'array dec/s':>14}"
-              f"{'dict steps/s':>14}{'dict dec/s':>13}{'us/step/agent':>15}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, python "
+        f"{platform.python_version()}, numpy {np.__version__}"
+    )
+    header = (
+        f"{'scenario':<20}{'agents':>7}{'array steps/s':>15}{'array dec/s':>14}"
+        f"{'dict steps/s':>14}{'dict dec/s':>13}{'us/step/agent':>15}"
+    )
     print(header)
     for name in args.scenarios:
         a_sps, a_dps = bench_array(name, args.seconds)
         d_sps, d_dps = bench_dict(name, args.seconds)
-        n = int(round(a_dps / a_sps))
-        print(f"{name:<20}{n:>7}{a_sps:>15,.0f}{a_dps:>14,.0f}{d_sps:>14,.0f}{d_dps:>13,.0f}"
-              f"{1e6 / a_dps:>15.2f}")
+        n = round(a_dps / a_sps)
+        print(
+            f"{name:<20}{n:>7}{a_sps:>15,.0f}{a_dps:>14,.0f}{d_sps:>14,.0f}{d_dps:>13,.0f}"
+            f"{1e6 / a_dps:>15.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -173,9 +173,7 @@ def model_catalog() -> ModelCatalog:
         base_tput=col(prof, "base_tput"),
         local_bsz=col(prof, "local_bsz"),
         gpu_alpha=col(prof, "gpu_alpha"),
-        min_demand=np.stack(
-            [col(MODEL_REQUIREMENTS, f"min_{r}") for r in RESOURCES], axis=1
-        ),
+        min_demand=np.stack([col(MODEL_REQUIREMENTS, f"min_{r}") for r in RESOURCES], axis=1),
         cpu_per_gpu=col(MODEL_REQUIREMENTS, "cpu_per_gpu"),
         cpu_gamma=col(MODEL_REQUIREMENTS, "cpu_gamma"),
         model_mb=col(MODEL_REQUIREMENTS, "model_mb"),
@@ -243,14 +241,30 @@ def _norm_ppf(v: np.ndarray) -> np.ndarray:
 
     numpy has no inverse normal CDF and scipy is not a base dependency.
     """
-    a = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02,
-         1.383577518672690e02, -3.066479806614716e01, 2.506628277459239e00)
-    b = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02,
-         6.680131188771972e01, -1.328068155288572e01)
-    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00,
-         -2.549732539343734e00, 4.374664141464968e00, 2.938163982698783e00)
-    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00,
-         3.754408661907416e00)
+    a = (
+        -3.969683028665376e01,
+        2.209460984245205e02,
+        -2.759285104469687e02,
+        1.383577518672690e02,
+        -3.066479806614716e01,
+        2.506628277459239e00,
+    )
+    b = (
+        -5.447609879822406e01,
+        1.615858368580409e02,
+        -1.556989798598866e02,
+        6.680131188771972e01,
+        -1.328068155288572e01,
+    )
+    c = (
+        -7.784894002430293e-03,
+        -3.223964580411365e-01,
+        -2.400758277161838e00,
+        -2.549732539343734e00,
+        4.374664141464968e00,
+        2.938163982698783e00,
+    )
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)
     v = np.clip(v, 1e-300, 1 - 1e-16)
     lo = v < 0.02425
     hi = v > 1 - 0.02425
@@ -259,9 +273,9 @@ def _norm_ppf(v: np.ndarray) -> np.ndarray:
         (((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1
     )
     r = (v - 0.5) ** 2
-    mid = (
-        (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * (v - 0.5)
-    ) / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+    mid = ((((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * (v - 0.5)) / (
+        ((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1
+    )
     return np.where(lo, tail, np.where(hi, -tail, mid))
 
 

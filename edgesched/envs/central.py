@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium import spaces
 
 from .config import SimConfig
-from .core import NODE_FEATURES, QUEUED, EdgeClusterSim, InvalidActionError
+from .core import NODE_FEATURES, OBS_BOUND, QUEUED, EdgeClusterSim, InvalidActionError
 from .render import render_ansi, render_rgb
 from .scenarios import Scenario, get_scenario
 
@@ -80,7 +80,10 @@ class EdgeSchedCentralEnv(gym.Env):
         n, lv = cfg.num_nodes, self.sim.num_levels
         self.num_levels = lv
         self.observation_space = spaces.Box(
-            -np.inf, np.inf, (self.sim.job_features + n * (NODE_FEATURES + 1) + 3,), np.float32
+            -OBS_BOUND,
+            OBS_BOUND,
+            (self.sim.job_features + n * (NODE_FEATURES + 1) + 3,),
+            np.float32,
         )
         self.action_space = spaces.Discrete(1 + n * lv)
         self._log_bw = np.log10(self.sim.cluster.pair_bw + 1.0).astype(np.float32) / 2.0
@@ -115,8 +118,11 @@ class EdgeSchedCentralEnv(gym.Env):
         bw = self._log_bw[home] * has_job
         nf = sim._node_features()
         extra = np.array(
-            [len(self._round) / 10.0, self._cursor / 10.0,
-             np.sin(2 * np.pi * sim.t / sim.cfg.diurnal_period_slots)],
+            [
+                min(len(self._round), 1e4) / 10.0,
+                min(self._cursor, 1e4) / 10.0,
+                np.sin(2 * np.pi * sim.t / sim.cfg.diurnal_period_slots),
+            ],
             np.float32,
         )
         return np.concatenate([jf, np.concatenate([nf, bw[:, None]], 1).ravel(), extra])

@@ -32,6 +32,9 @@ NOT_ARRIVED, QUEUED, RUNNING, DONE = 0, 1, 2, 3
 TAPFINGER_MODELS = ("IMG", "LM")
 TAPFINGER_MIN_DEMAND = (2.0, 1.0, 0.0)
 
+OBS_BOUND = 1e4
+"""Every observation feature lies in [-OBS_BOUND, OBS_BOUND] (finite Box bounds)."""
+
 NODE_FEATURES = 9
 """Per-node features: free fraction (3), capacity / max capacity (3), speed / max speed,
 running workers / 8, queue length / 10."""
@@ -102,9 +105,14 @@ class EdgeClusterSim:
         self._straggler = straggler_model()
         self.job_features = 8 + self.num_priorities + self.num_models
         self.obs_dim = (
-            NODE_FEATURES + 3 + self.pending_slots * self.job_features + self.k1 * (NODE_FEATURES + 3)
+            NODE_FEATURES
+            + 3
+            + self.pending_slots * self.job_features
+            + self.k1 * (NODE_FEATURES + 3)
         )
-        self.state_dim = self.num_agents * (NODE_FEATURES + self.pending_slots * self.job_features) + 2
+        self.state_dim = (
+            self.num_agents * (NODE_FEATURES + self.pending_slots * self.job_features) + 2
+        )
         # neighbour link features are static: validity, bandwidth, latency to each target
         nb = np.where(c.neighbors >= 0, c.neighbors, 0)
         rows = np.arange(self.num_agents)[:, None]
@@ -148,7 +156,9 @@ class EdgeClusterSim:
             cat = model_catalog()
             bad = [n for n in names if n not in cat.names]
             if bad:
-                raise ConfigError(f"models names unknown model(s) {bad}; catalog: {list(cat.names)}")
+                raise ConfigError(
+                    f"models names unknown model(s) {bad}; catalog: {list(cat.names)}"
+                )
             self.model_names = names
             idx = np.array([cat.index(n) for n in names])
             self._cat_idx = idx
@@ -254,7 +264,9 @@ class EdgeClusterSim:
         # allocation that never fits, so gathers need no validity masking.
         inf_row = np.full((1, self.j_alloc.shape[1]), np.inf)
         self._j_alloc_r = [np.concatenate([self.j_alloc[..., r], inf_row]) for r in range(3)]
-        self._j_alloc_ok_ext = np.concatenate([self.j_alloc_ok, np.zeros((1, inf_row.shape[1]), bool)])
+        self._j_alloc_ok_ext = np.concatenate(
+            [self.j_alloc_ok, np.zeros((1, inf_row.shape[1]), bool)]
+        )
         # visibility: (agent, job) pairs
         if cfg.visibility == "home":
             self._vis_agent, self._vis_job = home.astype(np.int64), np.arange(jn)
@@ -294,7 +306,9 @@ class EdgeClusterSim:
             axis=1,
         )
         # sentinel rows at index -1 for empty pending slots (features all zero)
-        self.j_static = np.concatenate([self.j_static, np.zeros((1, self.j_static.shape[1]), np.float32)])
+        self.j_static = np.concatenate(
+            [self.j_static, np.zeros((1, self.j_static.shape[1]), np.float32)]
+        )
         self._j_arrival_ext = np.concatenate([self.j_arrival, [np.inf]])
 
     # ------------------------------------------------------------------ reset
@@ -359,7 +373,7 @@ class EdgeClusterSim:
         nf = self._node_static.copy()
         np.divide(self.capacity - self.used, self.capacity, out=nf[:, :3], where=self.capacity > 0)
         nf[:, 7] = self.node_workers / 8.0
-        nf[:, 8] = self.qlen / 10.0
+        nf[:, 8] = np.minimum(self.qlen, 1e4) / 10.0
         return nf
 
     def _job_features(self, jobs: np.ndarray) -> np.ndarray:
@@ -466,8 +480,10 @@ class EdgeClusterSim:
         return 1 + (slot * self.k1 + k) * self.num_levels + level
 
     def state(self) -> np.ndarray:
-        """Global state for centralized critics: all nodes' current features, every agent's
-        pending-task features and the time of day (flat float32)."""
+        """Global state for centralized critics (flat float32).
+
+        All nodes' current features, every agent's pending-task features, the time of day.
+        """
         return np.concatenate(
             [self._node_feat.ravel(), self._head_feat.ravel(), self._time_features()]
         )
@@ -563,7 +579,11 @@ class EdgeClusterSim:
             info["task_conflicts"] = int(len(agents) - keep.sum())
             self.counters.task_conflicts += info["task_conflicts"]
             agents, jobs, targets, level, alloc = (
-                agents[keep], jobs[keep], targets[keep], level[keep], alloc[keep]
+                agents[keep],
+                jobs[keep],
+                targets[keep],
+                level[keep],
+                alloc[keep],
             )
         # collisions: jointly over the free capacity of a node with >= 2 placements
         n = self.num_agents
@@ -588,7 +608,10 @@ class EdgeClusterSim:
             else:
                 self.counters.collisions_executed += info["collisions"]
         agents, jobs, targets, alloc = (
-            agents[admitted], jobs[admitted], targets[admitted], alloc[admitted]
+            agents[admitted],
+            jobs[admitted],
+            targets[admitted],
+            alloc[admitted],
         )
         # two agents can place workers of one job only under shared visibility, and conflicts
         # were resolved above; so each job gets at most one worker per round
@@ -611,16 +634,23 @@ class EdgeClusterSim:
     def _iteration_seconds(
         self, jobs: np.ndarray, alloc: np.ndarray, nodes: np.ndarray
     ) -> np.ndarray:
-        """Seconds per iteration of one worker alone on its node (no contention, no
-        straggling): ``local_bsz / throughput`` with the measured, concave throughput
-        ``base * speed * g ** alpha * min(1, c / (kappa g)) ** gamma`` (catalog module).
-        Under ``progress_model='tapfinger'`` it stores the GPU count instead."""
+        """Seconds per iteration of one worker alone on its node.
+
+        No contention, no straggling: ``local_bsz / throughput`` with the measured, concave
+        throughput ``base * speed * g ** alpha * min(1, c / (kappa g)) ** gamma`` (catalog module).
+        Under ``progress_model='tapfinger'`` it stores the GPU count instead.
+        """
         if self._tapfinger:
             return alloc[:, 1]
         m = self.j_model[jobs]
         c, g = alloc[:, 0], alloc[:, 1]
         cpu_ok = np.minimum(1.0, c / (self._kappa[m] * g))
-        tput = self._base[m] * self.cluster.speed[nodes] * g ** self._alpha[m] * cpu_ok ** self._gamma[m]
+        tput = (
+            self._base[m]
+            * self.cluster.speed[nodes]
+            * g ** self._alpha[m]
+            * cpu_ok ** self._gamma[m]
+        )
         return self._bsz[m] / tput
 
     def _resolve_conflicts(self, agents, jobs, targets, alloc) -> np.ndarray:
@@ -670,8 +700,11 @@ class EdgeClusterSim:
             for sid in set(schemes.tolist()):
                 sel = schemes == sid
                 self.sync_time[multi[sel]] = self._sync[sid].sync_time(
-                    nodes[sel], valid[sel], self._mb[self.j_model[multi[sel]]],
-                    self.cluster.pair_bw, self.cluster.pair_lat,
+                    nodes[sel],
+                    valid[sel],
+                    self._mb[self.j_model[multi[sel]]],
+                    self.cluster.pair_bw,
+                    self.cluster.pair_lat,
                 )
         self._drop_from_queues()
 
@@ -782,8 +815,10 @@ class EdgeClusterSim:
         return q - q0
 
     def draw_stragglers(self, shape: tuple[int, ...]) -> np.ndarray:
-        """Per-worker slowdown factors (>= 1) for one slot; one draw per worker and slot
-        stands for the slot's persistent slowdown of that worker."""
+        """Per-worker slowdown factors (>= 1) for one slot.
+
+        One draw per worker and slot stands for the slot's persistent slowdown of that worker.
+        """
         n = int(np.prod(shape))
         s = self._straggler.sample(
             self.rng, n, self.cfg.straggler_scale, self.cfg.straggler_prob_scale
@@ -812,8 +847,11 @@ class EdgeClusterSim:
         }
 
     def lower_bound_slots(self) -> np.ndarray:
-        """Per-job JCT lower bound in slots: the job alone, at its best allocation on the best
-        node for it, no queueing, no sync cost, no stragglers, no contention (DESIGN §6)."""
+        """Per-job JCT lower bound in slots (DESIGN §6).
+
+        The job alone, at its best allocation on the best node for it, no queueing, no sync
+        cost, no stragglers, no contention.
+        """
         jn = self.num_jobs
         if jn == 0:
             return np.zeros(0)
@@ -837,7 +875,8 @@ class EdgeClusterSim:
         c, g = a[..., 0], a[..., 1]
         cpu_ok = np.minimum(1.0, c / (self._kappa[m][:, None] * np.maximum(g, 1e-9)))
         per_level = (
-            self._base[m][:, None] * np.maximum(g, 1e-9) ** self._alpha[m][:, None]
+            self._base[m][:, None]
+            * np.maximum(g, 1e-9) ** self._alpha[m][:, None]
             * cpu_ok ** self._gamma[m][:, None]
         )
         tput = per_level[:, :, None] * self.cluster.speed[None, None, :]

@@ -10,7 +10,7 @@ from pettingzoo import ParallelEnv
 from pettingzoo.utils.conversions import parallel_to_aec
 
 from .config import SimConfig
-from .core import EdgeClusterSim
+from .core import OBS_BOUND, EdgeClusterSim
 from .render import render_ansi, render_rgb
 from .scenarios import Scenario, get_scenario
 
@@ -71,8 +71,12 @@ class EdgeSchedParallelEnv(ParallelEnv):
         v0: first release (scenario versions are listed in :mod:`edgesched.envs.scenarios`).
     """
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "name": "edgesched_v0",
-                "is_parallelizable": True, "render_fps": 4}
+    metadata = {
+        "render_modes": ["ansi", "rgb_array"],
+        "name": "edgesched_v0",
+        "is_parallelizable": True,
+        "render_fps": 4,
+    }
 
     def __init__(
         self,
@@ -97,13 +101,13 @@ class EdgeSchedParallelEnv(ParallelEnv):
         self.agents: list[str] = []
         self._obs_space = spaces.Dict(
             {
-                "observation": spaces.Box(-np.inf, np.inf, (self.sim.obs_dim,), np.float32),
+                "observation": spaces.Box(-OBS_BOUND, OBS_BOUND, (self.sim.obs_dim,), np.float32),
                 "action_mask": spaces.Box(0, 1, (self.sim.num_actions,), np.int8),
             }
         )
         self._act_spaces = {a: spaces.Discrete(self.sim.num_actions) for a in self.possible_agents}
         self._obs_spaces = {a: self._obs_space for a in self.possible_agents}
-        self.state_space = spaces.Box(-np.inf, np.inf, (self.sim.state_dim,), np.float32)
+        self.state_space = spaces.Box(-OBS_BOUND, OBS_BOUND, (self.sim.state_dim,), np.float32)
 
     @property
     def config(self) -> SimConfig:
@@ -158,7 +162,7 @@ class EdgeSchedParallelEnv(ParallelEnv):
             info["episode"] = sim.episode_metrics()
         obs = self._obs_dict()
         agents = self.possible_agents
-        rew = dict(zip(agents, rewards.tolist()))
+        rew = dict(zip(agents, rewards.tolist(), strict=True))
         term = dict.fromkeys(agents, sim.terminated)
         trunc = dict.fromkeys(agents, sim.truncated)
         infos = {a: info for a in agents}

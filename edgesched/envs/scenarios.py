@@ -78,9 +78,7 @@ def get_scenario(name: str) -> Scenario:
 
     close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
     hint = f" Did you mean {close}?" if close else ""
-    raise KeyError(
-        f"unknown scenario {name!r}.{hint} Registered scenarios: {sorted(_REGISTRY)}"
-    )
+    raise KeyError(f"unknown scenario {name!r}.{hint} Registered scenarios: {sorted(_REGISTRY)}")
 
 
 def list_scenarios() -> list[str]:
@@ -109,8 +107,14 @@ _EDGE_COMMON: dict[str, Any] = dict(
 
 
 def _edge(n: int, k: int, region: int, rate: float, **extra: Any) -> dict[str, Any]:
-    return {**_EDGE_COMMON, "num_nodes": n, "neighbors_k": k, "region_size": region,
-            "arrival_rate": rate, **extra}
+    return {
+        **_EDGE_COMMON,
+        "num_nodes": n,
+        "neighbors_k": k,
+        "region_size": region,
+        "arrival_rate": rate,
+        **extra,
+    }
 
 
 EDGE_RATE = 0.05
@@ -220,4 +224,3 @@ register_scenario(
         {**_TAPFINGER, "arrival_rate": 2.0},
     )
 )
-

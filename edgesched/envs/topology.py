@@ -61,8 +61,11 @@ class Cluster:
 
 
 def find_data_dir(explicit: str = "") -> Path | None:
-    """Locate the real-data folder: ``explicit``, ``$EDGESCHED_DATA_DIR``, or ``../shared/data``
-    next to a source checkout. Returns ``None`` when none exists."""
+    """Locate the real-data folder, or return ``None`` when none exists.
+
+    Looks at ``explicit``, then ``$EDGESCHED_DATA_DIR``, then ``../shared/data`` next to a
+    source checkout.
+    """
     candidates = [explicit, os.environ.get("EDGESCHED_DATA_DIR", "")]
     candidates.append(str(Path(__file__).resolve().parents[3] / "shared" / "data"))
     for c in candidates:
@@ -89,8 +92,7 @@ def load_eua_sites(path: Path) -> np.ndarray:
                 lat, lon = float(row[ilat]), float(row[ilon])
             except (IndexError, ValueError):
                 raise ValueError(
-                    f"{path}:{lineno}: malformed site row {row!r}; need numeric LATITUDE, "
-                    "LONGITUDE"
+                    f"{path}:{lineno}: malformed site row {row!r}; need numeric LATITUDE, LONGITUDE"
                 ) from None
             if not (-90 <= lat <= 90 and -180 <= lon <= 180):
                 raise ValueError(f"{path}:{lineno}: coordinates ({lat}, {lon}) out of range")
@@ -166,7 +168,7 @@ def _links(cfg: SimConfig, pos: np.ndarray, rng: np.random.Generator):
 
 
 def _all_pairs(n: int, edges: np.ndarray, bw: np.ndarray, lat: np.ndarray):
-    """Fastest-path latency (min-plus) and widest-path bandwidth (max-min), Floyd–Warshall."""
+    """Fastest-path latency (min-plus) and widest-path bandwidth (max-min), Floyd-Warshall."""
     pl = np.full((n, n), np.inf)
     pb = np.zeros((n, n))
     pl[edges[:, 0], edges[:, 1]] = pl[edges[:, 1], edges[:, 0]] = lat

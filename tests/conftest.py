@@ -1,0 +1,24 @@
+"""Shared fixtures: the scenario registry and the real-data folder."""
+
+from __future__ import annotations
+
+import pytest
+
+import edgesched
+from edgesched.envs.topology import find_data_dir
+
+DATA_DIR = find_data_dir()
+NEEDS_DATA = {"melbourne125"}
+
+
+def scenario_params() -> list:
+    """Every registered scenario; those that read real data skip when it is absent."""
+    params = []
+    for name in edgesched.list_scenarios():
+        marks = []
+        if name in NEEDS_DATA and DATA_DIR is None:
+            marks.append(
+                pytest.mark.skip(reason="real-data folder absent (set EDGESCHED_DATA_DIR)")
+            )
+        params.append(pytest.param(name, marks=marks, id=name))
+    return params

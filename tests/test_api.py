@@ -1,0 +1,164 @@
+"""The official API checkers of PettingZoo, Gymnasium and stable-baselines3 on every scenario."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from conftest import scenario_params
+from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test
+
+import edgesched
+from edgesched.envs.core import EdgeClusterSim
+
+# Short episodes keep the checkers fast; the dynamics are the same as in full episodes.
+SHORT = {"max_slots": 25, "max_steps": 60}
+
+
+@pytest.mark.parametrize("name", scenario_params())
+def test_parallel_api(name):
+    parallel_api_test(edgesched.make_parallel(name, **SHORT), num_cycles=200)
+
+
+@pytest.mark.parametrize("name", scenario_params())
+def test_parallel_seed(name):
+    # PettingZoo's seed test samples actions without the mask, so masked actions defer here
+    parallel_seed_test(
+        lambda: edgesched.make_parallel(name, invalid_action="defer", **SHORT), num_cycles=100
+    )
+
+
+@pytest.mark.parametrize("name", scenario_params())
+def test_aec_api(name):
+    api_test(edgesched.make_aec(name, **SHORT), num_cycles=100)
+
+
+@pytest.mark.parametrize("name", scenario_params())
+def test_gymnasium_central_check_env(name):
+    from gymnasium.utils.env_checker import check_env
+
+    env = gym.make(edgesched.get_scenario(name).gym_id, max_slots=15)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any checker warning is a defect
+        check_env(env.unwrapped, skip_render_check=False)
+
+
+@pytest.mark.parametrize("name", scenario_params())
+def test_sb3_central_check_env(name):
+    sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
+    env = gym.make(edgesched.get_scenario(name).gym_id, max_slots=15)
+    sb3_checker.check_env(env.unwrapped, warn=True)
+
+
+def test_registry_ids_and_gym_registration():
+    names = edgesched.list_scenarios()
+    required = {
+        "edge10",
+        "edge50",
+        "edge100",
+        "edge500",
+        "edge50-highload",
+        "edge50-stragglers",
+        "edge50-stale",
+        "melbourne125",
+        "tapfinger-hetero6",
+    }
+    assert required <= set(names)
+    for name in names:
+        s = edgesched.get_scenario(name)
+        assert s.gym_id in gym.registry
+        assert edgesched.get_scenario(s.id) is s  # versioned ids resolve too
+    assert edgesched.get_scenario("edge50").gym_id == "edgesched/Edge50-v0"
+
+
+def test_central_view_episode_runs_and_reports_metrics():
+    env = gym.make("edgesched/Edge10-v0", max_slots=60)
+    obs, info = env.reset(seed=3)
+    rng = np.random.default_rng(0)
+    total, done, steps = 0.0, False, 0
+    while not done:
+        mask = env.unwrapped.action_masks()
+        a = int(rng.choice(np.flatnonzero(mask)))
+        obs, r, term, trunc, info = env.step(a)
+        assert env.observation_space.contains(obs)
+        total += r
+        done = term or trunc
+        steps += 1
+    ep = info["episode"]
+    assert ep["slots"] <= 60 and ep["jobs_arrived"] > 0
+    assert ep["collisions_proposed"] == 0  # one decision-maker cannot collide with itself
+    assert ep["episode_return_mean"] == pytest.approx(total)
+    assert ep["invalid_actions"] == 0
+
+
+def test_array_fast_path_matches_dict_api():
+    """The dict API is a thin layer: same actions give the same observations and rewards."""
+    env = edgesched.make_parallel("edge10", max_slots=40)
+    sim = EdgeClusterSim(env.config, env.sim.cluster)
+    obs, _ = env.reset(seed=11)
+    sim.reset(seed=11)
+    rng = np.random.default_rng(5)
+    while env.agents:
+        for i, a in enumerate(env.possible_agents):
+            np.testing.assert_array_equal(obs[a]["observation"], sim.obs[i])
+            np.testing.assert_array_equal(obs[a]["action_mask"], sim.mask[i].astype(np.int8))
+        act = (rng.random(sim.mask.shape) * sim.mask).argmax(1)
+        obs, rew, _, _, info = env.step(dict(zip(env.possible_agents, act.tolist(), strict=True)))
+        r, _ = sim.step(act)
+        assert [rew[a] for a in env.possible_agents] == r.tolist()
+    assert "episode" in info[env.possible_agents[0]]
+
+
+def test_state_and_spaces():
+    env = edgesched.make_parallel("edge50")
+    env.reset(seed=0)
+    st = env.state()
+    assert st.shape == env.state_space.shape and st.dtype == np.float32
+    sp = env.observation_space("node_0")
+    assert sp is env.observation_space("node_0")
+    assert sp["observation"].shape == (env.sim.obs_dim,)
+    assert env.action_space("node_7").n == env.sim.num_actions
+
+
+@pytest.mark.parametrize("mode", ["ansi", "rgb_array"])
+def test_render_modes(mode):
+    env = edgesched.make_parallel("edge10", render_mode=mode)
+    env.reset(seed=0)
+    env.step({a: 0 for a in env.agents})
+    out = env.render()
+    if mode == "ansi":
+        assert isinstance(out, str) and "slot 1" in out
+    else:
+        assert out.dtype == np.uint8 and out.ndim == 3 and out.shape[2] == 3
+
+
+def test_episode_metrics_in_final_infos():
+    env = edgesched.make_parallel("edge10", max_slots=80)
+    env.reset(seed=1)
+    info = None
+    while env.agents:
+        masks = np.stack([env.sim.mask[i] for i in range(env.sim.num_agents)])
+        act = np.where(masks[:, 1:].any(1), masks[:, 1:].argmax(1) + 1, 0)
+        *_, info = env.step(dict(zip(env.possible_agents, act.tolist(), strict=True)))
+    ep = info["node_0"]["episode"]
+    for key in (
+        "jct_mean",
+        "jct_p95",
+        "makespan",
+        "median_node_utilization",
+        "collisions_proposed",
+        "collisions_executed",
+        "overload_node_slots",
+        "jct_by_priority",
+        "final_quality",
+        "jct_lower_bound",
+        "jct_lower_bound_mean",
+    ):
+        assert key in ep
+    assert ep["jobs_done"] > 0
+    assert ep["jct_p95"] >= ep["jct_mean"] * 0.5
+    assert len(ep["jct_lower_bound"]) == ep["jobs_done"]
+    assert ep["jct_lower_bound_mean"] <= ep["jct_mean"]
+    assert len(ep["jct_by_priority"]) == len(env.config.priority_probs)
