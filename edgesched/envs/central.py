@@ -47,6 +47,8 @@ class EdgeSchedCentralEnv(gym.Env):
 
     Episode end:
         Terminated when every job has arrived and finished; truncated after ``max_slots``.
+        Slots in which nothing is queued are skipped within a step; only the first decision
+        after ``reset`` may be such a "wait" (action 0 alone is allowed).
         ``info['episode']`` holds the DESIGN §6 metrics at the end.
 
     Arguments:
@@ -141,8 +143,8 @@ class EdgeSchedCentralEnv(gym.Env):
         # continues a reproducible stream
         self.sim.reset(int(self.np_random.integers(2**63 - 1)))
         self._new_round()
-        reward = self._advance_until_decision()
-        del reward  # nothing to pay for before the first decision
+        # No clock advance here: if nothing is queued yet, the first decision is a "wait"
+        # (only action 0 allowed), so reset never returns an already-finished episode.
         return self._obs(), {"slot": self.sim.t}
 
     def _advance_until_decision(self) -> float:
@@ -178,10 +180,10 @@ class EdgeSchedCentralEnv(gym.Env):
                 )
             a = 0
         reward = 0.0
-        j = self._current_job()
         if a == 0:
             self._cursor += 1
         else:
+            j = self._current_job()
             node, level = divmod(a - 1, self.num_levels)
             pinfo = sim.place(
                 np.array([sim.j_home[j]]), np.array([j]), np.array([node]), np.array([level])

@@ -25,6 +25,8 @@ from .config import ConfigError, SimConfig
 from .sync import get_sync_scheme
 from .topology import Cluster, build_cluster
 
+_STRAGGLER_BATCH = 1 << 14
+
 # job status codes
 NOT_ARRIVED, QUEUED, RUNNING, DONE = 0, 1, 2, 3
 
@@ -96,6 +98,7 @@ class EdgeClusterSim:
         self.num_levels = len(self._alloc_scale)
         self._grid = config.alloc_mode == "grid"
         self._grid_r = [self._alloc_add[:, r] for r in range(3)]  # grid mode: absolute levels
+        self._scales_eps = self._alloc_scale[:, 0] - 1e-9  # scale mode: level multipliers
         self.pending_slots = config.pending_slots
         self.num_actions = 1 + self.pending_slots * self.k1 * self.num_levels
         self.num_priorities = len(config.priority_probs)
@@ -264,6 +267,10 @@ class EdgeClusterSim:
         # allocation that never fits, so gathers need no validity masking.
         inf_row = np.full((1, self.j_alloc.shape[1]), np.inf)
         self._j_alloc_r = [np.concatenate([self.j_alloc[..., r], inf_row]) for r in range(3)]
+        self._j_min_ext = np.concatenate([self.j_min, np.full((1, 3), np.inf)])
+        # zero need (e.g. a CPU-only model's GPU) must never limit; a large finite inverse
+        # avoids 0 * inf = nan. The sentinel's +inf need gives inverse 0: nothing fits.
+        self._inv_need_ext = 1.0 / np.maximum(self._j_min_ext, 1e-12)
         self._j_alloc_ok_ext = np.concatenate(
             [self.j_alloc_ok, np.zeros((1, inf_row.shape[1]), bool)]
         )
@@ -276,6 +283,8 @@ class EdgeClusterSim:
             take = np.arange(n)[None, :] < k[:, None]
             self._vis_agent = perm[take]
             self._vis_job = np.repeat(np.arange(jn), k)
+            # the job's home (its reward owner while queued) is the first agent that sees it
+            self.j_home = perm[:, 0].astype(np.int64)
         # pairs sorted by arrival slot so each slot's arrivals are a contiguous range
         order = np.argsort(self.j_arrival[self._vis_job], kind="stable")
         self._vis_agent, self._vis_job = self._vis_agent[order], self._vis_job[order]
@@ -340,6 +349,8 @@ class EdgeClusterSim:
         self._agent_bounds = np.arange(n + 1, dtype=np.int64) * self._key_span
         self.qlen = np.zeros(n, dtype=np.int64)
         self.counters = Counters(util_sum=np.zeros(n))
+        self._strag_buf = np.zeros(0)
+        self._strag_pos = 0
         self.return_sum = np.zeros(n)
         self.terminated = False
         self.truncated = False
@@ -445,6 +456,7 @@ class EdgeClusterSim:
     def _compute_mask(self) -> np.ndarray:
         # Written per resource on purpose: numpy reductions over a length-3 last axis cost
         # more than the comparisons themselves at these sizes.
+        # Must equal: slot holds a job, target exists, min demand <= alloc <= free (DESIGN).
         j = self.head  # -1 (empty slot) hits the never-fitting sentinel allocation
         free = self.capacity - self.used + 1e-9  # may be negative under overload
         if self._grid:
@@ -457,11 +469,17 @@ class EdgeClusterSim:
                 fit = f_r if fit is None else fit & f_r
             ok = fit[:, None, :, :] & self._j_alloc_ok_ext[j][:, :, None, :]
         else:
-            ok = None
-            for r in range(3):
-                ft = free[:, r][self._nbr_safe][:, None, :, None]  # (N, 1, K1, 1)
-                f_r = self._j_alloc_r[r][j][:, :, None, :] <= ft
-                ok = f_r if ok is None else ok & f_r
+            # scale levels are multiples s of the minimum (cpu, gpu) with memory at the
+            # minimum: level fits iff s <= min(free_cpu / need_cpu, free_gpu / need_gpu)
+            # and the memory fits. One 4-D comparison instead of three.
+            need = self._j_min_ext[j]  # (N, P, 3); the empty-slot sentinel needs +inf
+            fc = free[:, 0][self._nbr_safe][:, None, :]  # (N, 1, K1)
+            fg = free[:, 1][self._nbr_safe][:, None, :]
+            fm = free[:, 2][self._nbr_safe][:, None, :]
+            inv = self._inv_need_ext[j]  # (N, P, 3)
+            ratio = np.minimum(fc * inv[:, :, 0:1], fg * inv[:, :, 1:2])  # (N, P, K1)
+            ratio[need[:, :, 2:3] > fm] = -1.0
+            ok = self._scales_eps <= ratio[..., None]
         if not self._all_nbr_valid:
             ok &= self._nbr_valid[:, None, :, None]
         mask = np.empty((self.num_agents, self.num_actions), dtype=bool)
@@ -512,8 +530,11 @@ class EdgeClusterSim:
                 f"actions must be an integer array of shape ({self.num_agents},); got "
                 f"shape {a.shape} dtype {a.dtype}"
             )
-        bad = ~self.mask[self._agent_idx, np.clip(a, 0, self.num_actions - 1)]
-        bad |= (a < 0) | (a >= self.num_actions)
+        if a.min() >= 0 and a.max() < self.num_actions:
+            bad = ~self.mask[self._agent_idx, a]
+        else:
+            bad = ~self.mask[self._agent_idx, np.clip(a, 0, self.num_actions - 1)]
+            bad |= (a < 0) | (a >= self.num_actions)
         if bad.any():
             self.counters.invalid_actions += int(bad.sum())
             if self.cfg.invalid_action == "raise":
@@ -727,8 +748,14 @@ class EdgeClusterSim:
         n = self.num_agents
         running = self.running
         self._update_qlen()
-        # jobs in the system during this slot, per agent (Little's law: sums to -total JCT)
-        in_sys = self.qlen + np.bincount(self.owner[running], minlength=n)
+        # Jobs in the system during this slot, per agent (Little's law: sums to -total JCT).
+        # A queued job counts once, for its home agent, even when several agents see it
+        # (shared visibility); a running job counts for the agent that placed it.
+        if self.cfg.visibility == "home":
+            queued = self.qlen
+        else:
+            queued = np.bincount(self.j_home[self.status == QUEUED], minlength=n)
+        in_sys = queued + np.bincount(self.owner[running], minlength=n)
         if cfg.reward_mode == "team":
             rewards = -np.full(n, in_sys.sum() / n)
         else:
@@ -818,12 +845,23 @@ class EdgeClusterSim:
         """Per-worker slowdown factors (>= 1) for one slot.
 
         One draw per worker and slot stands for the slot's persistent slowdown of that worker.
+        Draws come from a buffer refilled in large batches from the episode's generator:
+        every draw is used once, in order, so this is the same i.i.d. sequence as drawing per
+        slot, at a fraction of numpy's per-call cost.
         """
         n = int(np.prod(shape))
-        s = self._straggler.sample(
-            self.rng, n, self.cfg.straggler_scale, self.cfg.straggler_prob_scale
-        )
-        return s.reshape(shape)
+        if self._strag_pos + n > len(self._strag_buf):
+            fresh = self._straggler.sample(
+                self.rng,
+                max(_STRAGGLER_BATCH, n),
+                self.cfg.straggler_scale,
+                self.cfg.straggler_prob_scale,
+            )
+            self._strag_buf = np.concatenate([self._strag_buf[self._strag_pos :], fresh])
+            self._strag_pos = 0
+        out = self._strag_buf[self._strag_pos : self._strag_pos + n]
+        self._strag_pos += n
+        return out.reshape(shape)
 
     def _check_end(self) -> None:
         cfg = self.cfg

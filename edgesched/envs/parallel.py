@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,7 @@ from pettingzoo import ParallelEnv
 from pettingzoo.utils.conversions import parallel_to_aec
 
 from .config import SimConfig
-from .core import OBS_BOUND, EdgeClusterSim
+from .core import OBS_BOUND, EdgeClusterSim, InvalidActionError
 from .render import render_ansi, render_rgb
 from .scenarios import Scenario, get_scenario
 
@@ -51,7 +52,9 @@ class EdgeSchedParallelEnv(ParallelEnv):
     Reward:
         Per agent and slot: -(its jobs in the system) (``reward_mode='local'``) or the mean of
         that over agents (``'team'``); summed over an episode this is minus the total job
-        completion time (Little's law). Optional terms: ``collision_penalty`` per collision
+        completion time (Little's law). Under ``visibility='shared'`` a queued job is charged
+        once, to its home agent (the first that saw it), not to every agent that sees it, so
+        the sum stays exact; TapFinger's original counts it for each. Optional terms: ``collision_penalty`` per collision
         an agent took part in, ``resource_cost_weight`` x allocated share, and
         ``accuracy_gain_weight`` x gain in normalized quality. Steps in which the clock does
         not advance (``advance='when_idle'``) carry no time cost.
@@ -151,11 +154,16 @@ class EdgeSchedParallelEnv(ParallelEnv):
                 f"unknown {extra[:5]}"
             )
         try:
+            # operator.index accepts Python and numpy integers and refuses 1.7 or "3"
             arr = np.fromiter(
-                (int(actions[a]) for a in self.possible_agents), np.int64, sim.num_agents
+                (operator.index(actions[a]) for a in self.possible_agents), np.int64, sim.num_agents
             )
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"actions must be integers (Discrete); got {actions!r}") from e
+        except TypeError as e:
+            bad = {a: v for a, v in actions.items() if not isinstance(v, (int, np.integer))}
+            raise InvalidActionError(
+                f"actions must be integers in [0, {sim.num_actions - 1}] (Discrete); got "
+                f"{dict(list(bad.items())[:5])}"
+            ) from e
         rewards, info = sim.step(arr)
         done = sim.terminated or sim.truncated
         if done:

@@ -13,9 +13,9 @@ worker.
 Communication model (assumptions, DESIGN §3.4): gradients of ``model_mb`` megabytes; pairwise
 bandwidth is the widest-path bottleneck between the two nodes; latency the fastest path.
 
-* ``ps``: the parameter server sits with worker 0; every worker pushes gradients and pulls
-  parameters, and the server's link serializes them: ``2 * sum_i M / bw(ps, i)`` plus two
-  latencies.
+* ``ps``: the parameter server sits with worker 0; every other worker pushes gradients and
+  pulls parameters, and the server's link serializes them: ``2 * sum_{i>0} M / bw(ps, i)``
+  plus two latencies (a worker on the server's node uses the intra-node bandwidth).
 * ``allreduce``: ring all-reduce in worker order: ``2 (w-1)/w * M / min_ring_bw`` plus
   ``2 (w-1)`` hop latencies.
 * ``gossip``: each worker averages with its two ring neighbours, partners wait on each other:
@@ -102,9 +102,12 @@ def _ps_time(nodes, valid, mb, pair_bw, pair_lat):
     ps = nodes[:, :1]
     src = np.where(valid, nodes, 0)
     bw = pair_bw[np.broadcast_to(ps, src.shape), src]
-    remote = valid & (src != ps)
-    per = np.where(remote, _seconds(mb[:, None], bw), 0.0).sum(axis=1)
-    lat = np.where(remote, pair_lat[np.broadcast_to(ps, src.shape), src], 0.0).max(axis=1)
+    # every worker but worker 0 (which hosts the server) exchanges with the server; a
+    # worker on the server's node still crosses the intra-node bus
+    clients = valid.copy()
+    clients[:, 0] = False
+    per = np.where(clients, _seconds(mb[:, None], bw), 0.0).sum(axis=1)
+    lat = np.where(clients, pair_lat[np.broadcast_to(ps, src.shape), src], 0.0).max(axis=1)
     return 2.0 * per + 2.0 * lat * 1e-3
 
 

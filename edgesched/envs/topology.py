@@ -105,6 +105,11 @@ def load_eua_sites(path: Path) -> np.ndarray:
 def _positions(cfg: SimConfig, rng: np.random.Generator) -> np.ndarray:
     if cfg.topology != "eua":
         return rng.random((cfg.num_nodes, 2))
+    if cfg.data_dir and not Path(cfg.data_dir).is_dir():
+        raise ConfigError(
+            f"data_dir={cfg.data_dir!r} does not exist; point it (or $EDGESCHED_DATA_DIR) at "
+            "the real-data folder that holds eua/site-optus-melbCBD.csv"
+        )
     data = find_data_dir(cfg.data_dir)
     site_file = data / "eua" / "site-optus-melbCBD.csv" if data else None
     if site_file is None or not site_file.is_file():
