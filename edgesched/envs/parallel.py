@@ -54,10 +54,10 @@ class EdgeSchedParallelEnv(ParallelEnv):
         that over agents (``'team'``); summed over an episode this is minus the total job
         completion time (Little's law). Under ``visibility='shared'`` a queued job is charged
         once, to its home agent (the first that saw it), not to every agent that sees it, so
-        the sum stays exact; TapFinger's original counts it for each. Optional terms: ``collision_penalty`` per collision
-        an agent took part in, ``resource_cost_weight`` x allocated share, and
-        ``accuracy_gain_weight`` x gain in normalized quality. Steps in which the clock does
-        not advance (``advance='when_idle'``) carry no time cost.
+        the sum stays exact; TapFinger's original counts it for each. Optional terms:
+        ``collision_penalty`` per collision an agent took part in, ``resource_cost_weight``
+        x allocated share, and ``accuracy_gain_weight`` x gain in normalized quality. Steps
+        in which the clock does not advance (``advance='when_idle'``) carry no time cost.
 
     Episode end:
         Terminated when every job has arrived and finished; truncated after ``max_slots``
