@@ -314,9 +314,11 @@ class EdgeClusterSim:
             ],
             axis=1,
         )
-        # sentinel rows at index -1 for empty pending slots (features all zero)
+        # two dynamic columns (placed workers, waiting time) filled per step, and a sentinel
+        # row at index -1 for empty pending slots (features all zero)
+        self.j_static = np.concatenate([self.j_static, np.zeros((jn, 2), np.float32)], axis=1)
         self.j_static = np.concatenate(
-            [self.j_static, np.zeros((1, self.j_static.shape[1]), np.float32)]
+            [self.j_static, np.zeros((1, self.job_features), np.float32)]
         )
         self._j_arrival_ext = np.concatenate([self.j_arrival, [np.inf]])
 
@@ -348,6 +350,7 @@ class EdgeClusterSim:
         self.q_job = np.zeros(0, dtype=np.int64)
         self._agent_bounds = np.arange(n + 1, dtype=np.int64) * self._key_span
         self.qlen = np.zeros(n, dtype=np.int64)
+        self._queue_dirty = True
         self.counters = Counters(util_sum=np.zeros(n))
         self._strag_buf = np.zeros(0)
         self._strag_pos = 0
@@ -369,11 +372,13 @@ class EdgeClusterSim:
         order = np.argsort(ck, kind="stable")
         self.q_ck = ck[order]
         self.q_job = np.concatenate([self.q_job, jobs])[order]
+        self._queue_dirty = True
 
     def _drop_from_queues(self) -> None:
         """Remove fully placed jobs from every queue that holds them."""
         keep = self.status[self.q_job] == QUEUED
         self.q_ck, self.q_job = self.q_ck[keep], self.q_job[keep]
+        self._queue_dirty = True
 
     def queued_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """All queue entries as (agent, job) arrays, each agent's in priority order."""
@@ -382,7 +387,7 @@ class EdgeClusterSim:
     # ------------------------------------------------------------------ observations
     def _node_features(self) -> np.ndarray:
         nf = self._node_static.copy()
-        np.divide(self.capacity - self.used, self.capacity, out=nf[:, :3], where=self.capacity > 0)
+        np.multiply(self.capacity - self.used, self._inv_cap, out=nf[:, :3])
         nf[:, 7] = self.node_workers / 8.0
         nf[:, 8] = np.minimum(self.qlen, 1e4) / 10.0
         return nf
@@ -393,10 +398,9 @@ class EdgeClusterSim:
         Layout: present, minimum demand / max capacity (3), workers / 4, log size / 20,
         priority one-hot, model one-hot, placed workers / 4, waiting slots / 100.
         """
-        f = np.empty((*jobs.shape, self.job_features), np.float32)
-        ns = self.j_static.shape[1]
-        f[..., :ns] = self.j_static[jobs]  # -1 hits the all-zero sentinel row
-        f[..., ns] = self.placed[jobs] / 4.0
+        f = self.j_static[jobs]  # a fresh array; -1 hits the all-zero sentinel row
+        ns = self.job_features - 2  # the last two columns are dynamic
+        f[..., ns] = self.placed[jobs] * 0.25
         # the sentinel's arrival is +inf, so its waiting time clips to 0
         wait = np.maximum(self.t - self._j_arrival_ext[jobs], 0.0)
         f[..., ns + 1] = np.minimum(wait, 1000.0) * 0.01
@@ -407,9 +411,12 @@ class EdgeClusterSim:
         return np.array([np.sin(ph), np.cos(ph)], np.float32)
 
     def _update_qlen(self) -> None:
-        bounds = np.searchsorted(self.q_ck, self._agent_bounds)
+        if not self._queue_dirty:
+            return
+        bounds = self.q_ck.searchsorted(self._agent_bounds)
         self._q_start = bounds[:-1]
-        self.qlen = np.diff(bounds)
+        self.qlen = bounds[1:] - bounds[:-1]
+        self._queue_dirty = False
 
     def _refresh(self) -> None:
         """Recompute node features, pending tasks, observations and masks after a change."""
@@ -473,9 +480,8 @@ class EdgeClusterSim:
             # minimum: level fits iff s <= min(free_cpu / need_cpu, free_gpu / need_gpu)
             # and the memory fits. One 4-D comparison instead of three.
             need = self._j_min_ext[j]  # (N, P, 3); the empty-slot sentinel needs +inf
-            fc = free[:, 0][self._nbr_safe][:, None, :]  # (N, 1, K1)
-            fg = free[:, 1][self._nbr_safe][:, None, :]
-            fm = free[:, 2][self._nbr_safe][:, None, :]
+            ft = free[self._nbr_safe]  # (N, K1, 3)
+            fc, fg, fm = ft[:, None, :, 0], ft[:, None, :, 1], ft[:, None, :, 2]  # (N, 1, K1)
             inv = self._inv_need_ext[j]  # (N, P, 3)
             ratio = np.minimum(fc * inv[:, :, 0:1], fg * inv[:, :, 1:2])  # (N, P, K1)
             ratio[need[:, :, 2:3] > fm] = -1.0
@@ -525,7 +531,7 @@ class EdgeClusterSim:
         if self.terminated or self.truncated:
             raise RuntimeError("step() called on a finished episode; call reset() first")
         a = np.asarray(actions)
-        if a.shape != (self.num_agents,) or not np.issubdtype(a.dtype, np.integer):
+        if a.shape != (self.num_agents,) or a.dtype.kind not in "iu":
             raise InvalidActionError(
                 f"actions must be an integer array of shape ({self.num_agents},); got "
                 f"shape {a.shape} dtype {a.dtype}"
@@ -547,7 +553,7 @@ class EdgeClusterSim:
                     f"0..{self.num_actions - 1}; set invalid_action='defer' to defer instead)"
                 )
             a = np.where(bad, 0, a)
-        agents = np.flatnonzero(a > 0)
+        agents = (a > 0).nonzero()[0]
         slot, k, level = self.decode(a[agents])
         jobs = self.head[agents, slot]
         targets = self.cluster.neighbors[agents, k]
@@ -849,7 +855,7 @@ class EdgeClusterSim:
         every draw is used once, in order, so this is the same i.i.d. sequence as drawing per
         slot, at a fraction of numpy's per-call cost.
         """
-        n = int(np.prod(shape))
+        n = shape[0] * shape[1] if len(shape) == 2 else int(np.prod(shape))
         if self._strag_pos + n > len(self._strag_buf):
             fresh = self._straggler.sample(
                 self.rng,
