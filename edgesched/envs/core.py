@@ -105,6 +105,7 @@ class EdgeClusterSim:
         self._sync_names = tuple(name for name, _ in config.sync_mix)
         self._sync = [get_sync_scheme(n) for n in self._sync_names]
         self._single_compute_rule = len({s.compute_time for s in self._sync}) == 1
+        self._shared = config.visibility == "shared"
         self._straggler = straggler_model()
         self.job_features = 8 + self.num_priorities + self.num_models
         self.obs_dim = (
@@ -139,6 +140,8 @@ class EdgeClusterSim:
         self._node_static[:, 6] = c.speed / self._speed_max
         self.rng = np.random.default_rng()
         self._slot_range = np.arange(self.pending_slots)[None, :]
+        phase = 2 * np.pi * np.arange(config.diurnal_period_slots) / config.diurnal_period_slots
+        self._time_feat = np.stack([np.sin(phase), np.cos(phase)], axis=1).astype(np.float32)
         self._agent_idx = np.arange(self.num_agents)
 
     # ------------------------------------------------------------------ catalog / tables
@@ -267,6 +270,12 @@ class EdgeClusterSim:
         # allocation that never fits, so gathers need no validity masking.
         inf_row = np.full((1, self.j_alloc.shape[1]), np.inf)
         self._j_alloc_r = [np.concatenate([self.j_alloc[..., r], inf_row]) for r in range(3)]
+        if not self._tapfinger:
+            m = self.j_model[:, None]
+            c, g = self.j_alloc[..., 0], self.j_alloc[..., 1]
+            cpu_ok = np.minimum(1.0, c / (self._kappa[m] * g))
+            tput = self._base[m] * g ** self._alpha[m] * cpu_ok ** self._gamma[m]
+            self._j_iter_at_speed1 = self._bsz[m] / tput  # (J, L) seconds at speed 1
         self._j_min_ext = np.concatenate([self.j_min, np.full((1, 3), np.inf)])
         # zero need (e.g. a CPU-only model's GPU) must never limit; a large finite inverse
         # avoids 0 * inf = nan. The sentinel's +inf need gives inverse 0: nothing fits.
@@ -407,8 +416,7 @@ class EdgeClusterSim:
         return f
 
     def _time_features(self) -> np.ndarray:
-        ph = 2 * np.pi * self.t / self.cfg.diurnal_period_slots
-        return np.array([np.sin(ph), np.cos(ph)], np.float32)
+        return self._time_feat[self.t % len(self._time_feat)]
 
     def _update_qlen(self) -> None:
         if not self._queue_dirty:
@@ -423,15 +431,18 @@ class EdgeClusterSim:
         self._update_qlen()
         nf = self._node_features()
         self._node_feat = nf
-        hist = self._node_feat_hist
-        if not hist or self._advanced_since_snapshot:
-            hist.append(nf)
-            if len(hist) > self.cfg.obs_delay + 1:
-                hist.pop(0)
+        if self.cfg.obs_delay:
+            hist = self._node_feat_hist
+            if not hist or self._advanced_since_snapshot:
+                hist.append(nf)
+                if len(hist) > self.cfg.obs_delay + 1:
+                    hist.pop(0)
+            else:
+                hist[-1] = nf
+            self._advanced_since_snapshot = False
+            stale = hist[0]  # obs_delay slots old (or as old as the episode allows)
         else:
-            hist[-1] = nf
-        self._advanced_since_snapshot = False
-        stale = hist[0]  # obs_delay slots old (or as old as the episode allows)
+            stale = nf
         has = self._slot_range < self.qlen[:, None]
         if len(self.q_job):
             idx = np.minimum(self._q_start[:, None] + self._slot_range, len(self.q_job) - 1)
@@ -444,7 +455,7 @@ class EdgeClusterSim:
         obs = np.empty((n, self.obs_dim), np.float32)
         obs[:, :NODE_FEATURES] = nf
         o = NODE_FEATURES
-        obs[:, o : o + 2] = self._time_features()
+        obs[:, o : o + 2] = self._time_feat[self.t % len(self._time_feat)]
         obs[:, o + 2] = nf[:, 8]
         o += 3
         obs[:, o : o + jf[0].size] = jf.reshape(n, -1)
@@ -600,8 +611,7 @@ class EdgeClusterSim:
             return info
         alloc = self.j_alloc[jobs, level]
         # task conflicts (only possible under shared visibility): one winner per job
-        js = np.sort(jobs)
-        if self.cfg.visibility == "shared" and (js[1:] == js[:-1]).any():
+        if self._shared and _has_duplicates(jobs):
             keep = self._resolve_conflicts(agents, jobs, targets, alloc)
             info["task_conflicts"] = int(len(agents) - keep.sum())
             self.counters.task_conflicts += info["task_conflicts"]
@@ -612,15 +622,17 @@ class EdgeClusterSim:
                 level[keep],
                 alloc[keep],
             )
-        # collisions: jointly over the free capacity of a node with >= 2 placements
+        # collisions: jointly over the free capacity of a node with >= 2 placements; each
+        # placement fits alone (mask), so without a shared target there is none to check
         n = self.num_agents
-        demand = np.zeros((n, 3))
-        np.add.at(demand, targets, alloc)
-        count = np.bincount(targets, minlength=n)
-        free = self.capacity - self.used
-        colliding = (count >= 2) & (demand > free + 1e-9).any(axis=1)
-        admitted = np.ones(len(agents), dtype=bool)
-        if colliding.any():
+        colliding = None
+        if _has_duplicates(targets):
+            demand = np.zeros((n, 3))
+            np.add.at(demand, targets, alloc)
+            count = np.bincount(targets, minlength=n)
+            free = self.capacity - self.used
+            colliding = (count >= 2) & (demand > free + 1e-9).any(axis=1)
+        if colliding is not None and colliding.any():
             in_coll = colliding[targets]
             cmask = np.zeros(n)
             cmask[agents[in_coll]] = 1.0
@@ -632,24 +644,25 @@ class EdgeClusterSim:
                 admitted = self._admit_in_random_order(targets, alloc, colliding, free)
                 info["rejected"] = int((~admitted).sum())
                 self.counters.rejected += info["rejected"]
+                agents, jobs, targets, level, alloc = (
+                    agents[admitted],
+                    jobs[admitted],
+                    targets[admitted],
+                    level[admitted],
+                    alloc[admitted],
+                )
             else:
                 self.counters.collisions_executed += info["collisions"]
-        agents, jobs, targets, alloc = (
-            agents[admitted],
-            jobs[admitted],
-            targets[admitted],
-            alloc[admitted],
-        )
         # two agents can place workers of one job only under shared visibility, and conflicts
         # were resolved above; so each job gets at most one worker per round
         widx = self.placed[jobs]
         self.w_node[jobs, widx] = targets
         self.w_alloc[jobs, widx] = alloc
-        self.w_iter0[jobs, widx] = self._iteration_seconds(jobs, alloc, targets)
+        self.w_iter0[jobs, widx] = self._iteration_seconds(jobs, level, targets)
         np.add.at(self.used, targets, alloc)
         np.add.at(self.node_workers, targets, 1.0)
         self.placed[jobs] += 1
-        if self.cfg.visibility == "shared":
+        if self._shared:
             self.owner[jobs] = agents
         started = jobs[self.placed[jobs] == self.j_workers[jobs]]
         if len(started):
@@ -659,26 +672,18 @@ class EdgeClusterSim:
         return info
 
     def _iteration_seconds(
-        self, jobs: np.ndarray, alloc: np.ndarray, nodes: np.ndarray
+        self, jobs: np.ndarray, level: np.ndarray, nodes: np.ndarray
     ) -> np.ndarray:
         """Seconds per iteration of one worker alone on its node.
 
         No contention, no straggling: ``local_bsz / throughput`` with the measured, concave
-        throughput ``base * speed * g ** alpha * min(1, c / (kappa g)) ** gamma`` (catalog module).
-        Under ``progress_model='tapfinger'`` it stores the GPU count instead.
+        throughput ``base * speed * g ** alpha * min(1, c / (kappa g)) ** gamma`` (catalog
+        module); the speed-free part is tabulated per (job, level) at reset. Under
+        ``progress_model='tapfinger'`` it stores the GPU count instead.
         """
         if self._tapfinger:
-            return alloc[:, 1]
-        m = self.j_model[jobs]
-        c, g = alloc[:, 0], alloc[:, 1]
-        cpu_ok = np.minimum(1.0, c / (self._kappa[m] * g))
-        tput = (
-            self._base[m]
-            * self.cluster.speed[nodes]
-            * g ** self._alpha[m]
-            * cpu_ok ** self._gamma[m]
-        )
-        return self._bsz[m] / tput
+            return self.j_alloc[jobs, level, 1]
+        return self._j_iter_at_speed1[jobs, level] / self.cluster.speed[nodes]
 
     def _resolve_conflicts(self, agents, jobs, targets, alloc) -> np.ndarray:
         """Pick one winner per contested job; return a keep-mask over proposals.
@@ -767,12 +772,12 @@ class EdgeClusterSim:
         else:
             rewards = -in_sys.astype(np.float64)
         cont = self.contention()
-        over = cont > 1.0
-        self.counters.overload_node_slots += int(over.sum())
+        n_over = int(np.count_nonzero(cont > 1.0))
+        self.counters.overload_node_slots += n_over
         util = np.minimum(self.used[:, :2] * self._inv_cap[:, :2], 1.0)
         self.counters.util_sum += 0.5 * (util[:, 0] + util[:, 1])
         if len(running):
-            gain = self._progress(running, cont)
+            gain = self._progress(running, cont if n_over else None)
             if cfg.accuracy_gain_weight:
                 acc = np.zeros(n)
                 np.add.at(acc, self.owner[running], gain)
@@ -794,16 +799,22 @@ class EdgeClusterSim:
             self._enqueue_arrivals(self.t)
         return rewards
 
-    def _progress(self, running: np.ndarray, cont: np.ndarray) -> np.ndarray:
+    def _progress(self, running: np.ndarray, cont: np.ndarray | None) -> np.ndarray | None:
         """Advance running jobs by one slot; complete and release finished ones.
 
-        Returns the gain in normalized quality of each running job.
+        Args:
+            running: ids of the running jobs.
+            cont: per-node contention factors, or ``None`` when no node is overloaded.
+
+        Returns:
+            The gain in normalized quality of each running job when the accuracy-gain reward
+            is on, else ``None`` (saves work on the hot path).
         """
         nodes = self.w_node[running]
-        valid = nodes >= 0
-        nsafe = np.where(valid, nodes, 0)
-        q0 = self.quality[running]
-        overloaded = cont.max() > 1.0
+        overloaded = cont is not None
+        if overloaded:
+            nsafe = np.maximum(nodes, 0)  # padding workers have 0 compute time anyway
+        q0 = self.quality[running] if self.cfg.accuracy_gain_weight else None
         if self._tapfinger:
             # DESIGN §4.4: IMG 0.25 per slot; LM tanh(g/16) * sqrt(1.2 - p); p in [0, 1]
             g = self.w_iter0[running, 0]
@@ -820,10 +831,11 @@ class EdgeClusterSim:
             compute = self.w_iter0[running] * self.draw_stragglers(nodes.shape)
             if overloaded:
                 compute *= cont[nsafe]
-            sync_idx = self.j_sync[running]
+            sync_idx = None if self._single_compute_rule else self.j_sync[running]
             if self._single_compute_rule:
-                it = self._sync[0].compute_time(compute, valid)
+                it = self._sync[0].compute_time(compute, nodes >= 0)
             else:
+                valid = nodes >= 0
                 it = np.empty(len(running))
                 for s in np.unique(sync_idx):
                     sel = sync_idx == s
@@ -840,12 +852,13 @@ class EdgeClusterSim:
             fin = running[done]
             self.status[fin] = DONE
             self.finish_slot[fin] = self.t + 1
-            fv = valid[done]
-            fnodes = nodes[done][fv]
+            fnodes = nodes[done]
+            fv = fnodes >= 0
+            fnodes = fnodes[fv]
             np.subtract.at(self.used, fnodes, self.w_alloc[fin][fv])
             np.subtract.at(self.node_workers, fnodes, 1.0)
             self.running = running[~done]
-        return q - q0
+        return None if q0 is None else q - q0
 
     def draw_stragglers(self, shape: tuple[int, ...]) -> np.ndarray:
         """Per-worker slowdown factors (>= 1) for one slot.
@@ -1029,6 +1042,14 @@ class EdgeClusterSim:
                 ).astype(np.float32),
             },
         }
+
+
+def _has_duplicates(a: np.ndarray) -> bool:
+    """Whether a small int array holds a repeated value."""
+    if len(a) < 2:
+        return False
+    s = np.sort(a)
+    return bool((s[1:] == s[:-1]).any())
 
 
 def _probs(pairs: tuple[tuple[Any, float], ...]) -> np.ndarray:
