@@ -106,6 +106,7 @@ class EdgeClusterSim:
         self._sync = [get_sync_scheme(n) for n in self._sync_names]
         self._single_compute_rule = len({s.compute_time for s in self._sync}) == 1
         self._shared = config.visibility == "shared"
+        self._sync_cache: dict[tuple[int, ...], float] = {}
         self._straggler = straggler_model()
         self.job_features = 8 + self.num_priorities + self.num_models
         self.obs_dim = (
@@ -726,18 +727,30 @@ class EdgeClusterSim:
         self.running = np.concatenate([self.running, jobs])
         multi = jobs[self.j_workers[jobs] > 1]
         if len(multi) and not self._tapfinger:
-            nodes = self.w_node[multi]
-            valid = nodes >= 0
-            schemes = self.j_sync[multi]
-            for sid in set(schemes.tolist()):
-                sel = schemes == sid
-                self.sync_time[multi[sel]] = self._sync[sid].sync_time(
-                    nodes[sel],
-                    valid[sel],
-                    self._mb[self.j_model[multi[sel]]],
-                    self.cluster.pair_bw,
-                    self.cluster.pair_lat,
-                )
+            # Sync time depends only on (scheme, model, worker nodes) on a static topology,
+            # and placements repeat, so a memo saves the vectorized call for one job.
+            cache = self._sync_cache
+            for j, sid, m, row in zip(
+                multi.tolist(),
+                self.j_sync[multi].tolist(),
+                self.j_model[multi].tolist(),
+                self.w_node[multi].tolist(),
+                strict=True,
+            ):
+                key = (sid, m, *row)
+                t = cache.get(key)
+                if t is None:
+                    nodes = np.array([row])
+                    t = cache[key] = float(
+                        self._sync[sid].sync_time(
+                            nodes,
+                            nodes >= 0,
+                            self._mb[m : m + 1],
+                            self.cluster.pair_bw,
+                            self.cluster.pair_lat,
+                        )[0]
+                    )
+                self.sync_time[j] = t
         self._drop_from_queues()
 
     # ------------------------------------------------------------------ clock
