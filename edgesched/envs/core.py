@@ -81,10 +81,14 @@ class EdgeClusterSim:
     Args:
         config: validated scenario parameters.
         cluster: optional pre-built static cluster (shared by vectorized copies).
+        scenario_id: versioned scenario id for records (e.g. ``edge50-v0``).
     """
 
-    def __init__(self, config: SimConfig, cluster: Cluster | None = None) -> None:
+    def __init__(
+        self, config: SimConfig, cluster: Cluster | None = None, scenario_id: str = ""
+    ) -> None:
         self.cfg = config
+        self.scenario_id = scenario_id
         self.cluster = cluster if cluster is not None else build_cluster(config)
         c = self.cluster
         self.num_agents = config.num_nodes
@@ -958,30 +962,42 @@ class EdgeClusterSim:
         return np.maximum(np.ceil(need / samples_per_slot - 1e-9), 1.0)
 
     def episode_metrics(self) -> dict[str, Any]:
-        """Summary of the episode so far (DESIGN §6); JCTs in slots and seconds."""
+        """Summary of the episode so far (DESIGN §6); JCTs in slots unless named seconds.
+
+        JCT statistics cover every arrived job. A job still unfinished when the episode is
+        truncated counts with its time so far (right-censored), so a scheduler cannot look
+        good by leaving hard jobs unfinished; ``jobs_unfinished`` says how many there are,
+        and ``jct_mean_completed`` is the mean over completed jobs only. With the default
+        reward, ``jct_mean * jobs_arrived == -sum of all agents' returns`` (Little's law).
+        """
         done = self.status == DONE
-        jct = (self.finish_slot - self.j_arrival)[done].astype(np.float64)
+        arrived = self.status != NOT_ARRIVED
+        end = np.where(done, self.finish_slot, self.t)
+        jct = (end - self.j_arrival)[arrived].astype(np.float64)
+        jct_done = (self.finish_slot - self.j_arrival)[done].astype(np.float64)
         sec = self.cfg.slot_seconds
         lb = self.lower_bound_slots()
         util = self.counters.util_sum / max(self.t, 1)
+        prio = self.j_prio[arrived]
         prio_jct = [
-            float(jct[self.j_prio[done] == p].mean()) if (self.j_prio[done] == p).any() else None
+            float(jct[prio == p].mean()) if (prio == p).any() else None
             for p in range(self.num_priorities)
         ]
-        arrived = self.status != NOT_ARRIVED
         first = self.j_arrival[arrived].min() if arrived.any() else 0
+        nan = float("nan")
         m: dict[str, Any] = {
             "slots": int(self.t),
             "steps": int(self.counters.steps),
             "jobs_arrived": int(arrived.sum()),
             "jobs_done": int(done.sum()),
             "jobs_unfinished": int(arrived.sum() - done.sum()),
-            "jct_mean": float(jct.mean()) if len(jct) else float("nan"),
-            "jct_p95": float(np.percentile(jct, 95)) if len(jct) else float("nan"),
-            "jct_mean_seconds": float(jct.mean() * sec) if len(jct) else float("nan"),
-            "jct_lower_bound_mean": float(lb[done].mean()) if done.any() else float("nan"),
+            "jct_mean": float(jct.mean()) if len(jct) else nan,
+            "jct_p95": float(np.percentile(jct, 95)) if len(jct) else nan,
+            "jct_mean_seconds": float(jct.mean() * sec) if len(jct) else nan,
+            "jct_mean_completed": float(jct_done.mean()) if len(jct_done) else nan,
+            "jct_lower_bound_mean": float(lb[arrived].mean()) if arrived.any() else nan,
             "jct_lower_bound": lb[done],
-            "makespan": int(self.finish_slot[done].max() - first) if done.any() else 0,
+            "makespan": int(end[arrived].max() - first) if arrived.any() else 0,
             "median_node_utilization": float(np.median(util)),
             "collisions_proposed": self.counters.collisions_proposed,
             "collisions_executed": self.counters.collisions_executed,

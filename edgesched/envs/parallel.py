@@ -99,7 +99,7 @@ class EdgeSchedParallelEnv(ParallelEnv):
                 f"{[None, *self.metadata['render_modes']]}"
             )
         self.render_mode = render_mode
-        self.sim = EdgeClusterSim(cfg)
+        self.sim = EdgeClusterSim(cfg, scenario_id=self.scenario.id if self.scenario else "")
         self.possible_agents = [f"node_{i}" for i in range(cfg.num_nodes)]
         self.agents: list[str] = []
         self._obs_space = spaces.Dict(

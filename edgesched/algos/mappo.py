@@ -1,0 +1,271 @@
+"""MAPPO and IPPO: PPO with parameter sharing over all agents (Yu et al., NeurIPS'22).
+
+The whole update rule is in this file. One actor, shared by every agent, maps an agent's
+observation to logits over its Discrete actions; infeasible actions are masked out. The
+critic is the only difference between the two:
+
+* MAPPO: centralized critic ``V(state(), own observation)``, trained on the global state the
+  environment exposes for exactly this purpose;
+* IPPO: decentralized critic ``V(own observation)``.
+
+Shared details (the PPO "implementation details" of Huang et al., ICLR blog track 2022):
+GAE(lambda), clipped surrogate, value normalization with running statistics, advantage
+normalization per minibatch, global gradient-norm clipping, and a linearly decaying entropy
+bonus. Truncated episodes bootstrap from the critic's value of their final state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from edgesched.policy import EnvSpec
+
+from .common import RunningMeanStd, VecSim, gae, masked_logits, mlp
+
+
+class Critic(nn.Module):
+    """Value per agent: ``head([enc_obs(own obs), enc_state(state)])``.
+
+    The global state is encoded once per environment copy and shared by its N agents, so the
+    centralized critic costs little more than a local one (feeding ``[state, obs]`` per agent
+    would multiply the state's encoding cost by N). Without a state encoder it is IPPO's
+    local critic.
+    """
+
+    def __init__(self, obs_dim: int, state_dim: int | None, hidden: list[int]) -> None:
+        super().__init__()
+        h = hidden[0]
+        self.enc_obs = nn.Sequential(nn.Linear(obs_dim, h), nn.Tanh())
+        self.enc_state = (
+            nn.Sequential(nn.Linear(state_dim, h), nn.Tanh()) if state_dim else None
+        )
+        self.head = mlp([h * (2 if state_dim else 1), *hidden[1:]], 1)
+
+    def forward(self, obs: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:
+        """(G, N, D) observations and (G, S) states -> (G, N) values."""
+        z = self.enc_obs(obs)
+        if self.enc_state is not None:
+            zs = self.enc_state(state)[:, None, :].expand(-1, obs.shape[1], -1)
+            z = torch.cat([z, zs], dim=-1)
+        return self.head(z).squeeze(-1)
+
+
+class TrainingDivergedError(RuntimeError):
+    """A loss became NaN or infinite; training stops and keeps the last good checkpoint."""
+
+
+class PPOTrainer:
+    """PPO with parameter sharing across agents.
+
+    Args:
+        cfg: algorithm hyperparameters (:class:`edgesched.experiment.schema.AlgoConfig`).
+        spec: the scenario's static facts.
+        seed: seeds torch's initialization and the action-sampling generator.
+        centralized_critic: MAPPO (True) or IPPO (False).
+    """
+
+    def __init__(self, cfg: Any, spec: EnvSpec, seed: int, centralized_critic: bool) -> None:
+        self.cfg = cfg
+        self.spec = spec
+        self.centralized = centralized_critic
+        torch.manual_seed(seed)
+        hidden = [int(h) for h in cfg.hidden]
+        self.actor = mlp([spec.obs_dim, *hidden], spec.num_actions)
+        self.critic = Critic(
+            spec.obs_dim, spec.state_dim if centralized_critic else None, hidden
+        )
+        self.params = list(self.actor.parameters()) + list(self.critic.parameters())
+        self.opt = torch.optim.Adam(self.params, lr=float(cfg.lr), eps=1e-5)
+        self.value_rms = RunningMeanStd()
+        self.gen = torch.Generator().manual_seed(seed)
+        self.updates = 0
+
+    # ------------------------------------------------------------------ acting
+    @torch.no_grad()
+    def act(
+        self, obs: np.ndarray, mask: np.ndarray, greedy: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Sample (or take the most likely) feasible actions.
+
+        Args:
+            obs: (..., D) observations.
+            mask: (..., A) feasibility masks.
+            greedy: argmax instead of sampling (evaluation).
+
+        Returns:
+            actions and their log-probabilities, shaped like ``obs[..., 0]``.
+        """
+        shape = obs.shape[:-1]
+        o = torch.from_numpy(obs.reshape(-1, obs.shape[-1]))
+        m = torch.from_numpy(mask.reshape(-1, mask.shape[-1]))
+        logits = masked_logits(self.actor(o), m)
+        logp_all = torch.log_softmax(logits, dim=-1)
+        if greedy:
+            a = logits.argmax(dim=-1)
+        else:
+            a = torch.multinomial(logp_all.exp(), 1, generator=self.gen).squeeze(-1)
+        logp = logp_all.gather(-1, a[:, None]).squeeze(-1)
+        return a.numpy().reshape(shape), logp.numpy().reshape(shape)
+
+    @torch.no_grad()
+    def value(self, obs: np.ndarray, state: np.ndarray) -> np.ndarray:
+        """Denormalized state values, (E, N)."""
+        v = self.critic(torch.from_numpy(obs), torch.from_numpy(state)).numpy()
+        return v * self.value_rms.std + self.value_rms.mean
+
+    # ------------------------------------------------------------------ rollout
+    def collect(self, vec: VecSim, steps: int) -> dict[str, Any]:
+        """Run the shared policy for ``steps`` decision rounds in every copy.
+
+        Returns:
+            The rollout batch (numpy arrays, time-major) plus finished episodes' metrics.
+        """
+        e, n = vec.num_envs, self.spec.num_agents
+        obs_b = np.empty((steps, e, n, self.spec.obs_dim), np.float32)
+        mask_b = np.empty((steps, e, n, self.spec.num_actions), bool)
+        state_b = np.empty((steps, e, self.spec.state_dim), np.float32)
+        act_b = np.empty((steps, e, n), np.int64)
+        logp_b = np.empty((steps, e, n), np.float32)
+        val_b = np.empty((steps, e, n), np.float32)
+        rew_b = np.empty((steps, e, n), np.float32)
+        done_b = np.empty((steps, e, 1), np.float32)
+        episodes: list[dict[str, Any]] = []
+        collisions = 0.0
+        obs, mask, state = vec.obs, vec.mask, vec.state
+        gamma = float(self.cfg.gamma)
+        for t in range(steps):
+            a, logp = self.act(obs, mask)
+            v = self.value(obs, state)
+            out = vec.step(a)
+            r = out["rewards"]
+            for i, fo in out["final_obs"].items():
+                # time-limit truncation: the episode would go on, so bootstrap its value
+                r[i] += gamma * self.value(fo[None], out["final_state"][i][None])[0]
+            obs_b[t], mask_b[t], state_b[t] = obs, mask, state
+            act_b[t], logp_b[t], val_b[t], rew_b[t] = a, logp, v, r
+            done_b[t, :, 0] = out["terminated"] | out["truncated"]
+            episodes += out["episodes"]
+            collisions += float(out["collisions"].sum())
+            obs, mask, state = vec.obs, vec.mask, vec.state
+        adv, ret = gae(
+            rew_b, val_b, self.value(obs, state), done_b, gamma, float(self.cfg.gae_lambda)
+        )
+        return {
+            "obs": obs_b,
+            "mask": mask_b,
+            "state": state_b,
+            "actions": act_b,
+            "logp": logp_b,
+            "adv": adv.astype(np.float32),
+            "ret": ret.astype(np.float32),
+            "rewards": rew_b,
+            "episodes": episodes,
+            "collisions": collisions,
+        }
+
+    # ------------------------------------------------------------------ update
+    def update(self, batch: dict[str, Any], progress: float) -> dict[str, float]:
+        """One PPO update on a rollout.
+
+        Args:
+            batch: output of :meth:`collect`.
+            progress: fraction of the training budget used so far (entropy schedule).
+
+        Returns:
+            Loss statistics of the update.
+
+        Raises:
+            TrainingDivergedError: a loss became NaN or infinite.
+        """
+        cfg = self.cfg
+        t, e, n = batch["actions"].shape
+        g_total = t * e  # minibatches are groups (one copy at one step) with all N agents
+        obs = torch.from_numpy(batch["obs"].reshape(g_total, n, -1))
+        mask = torch.from_numpy(batch["mask"].reshape(g_total, n, -1))
+        state = torch.from_numpy(batch["state"].reshape(g_total, -1))
+        actions = torch.from_numpy(batch["actions"].reshape(g_total, n))
+        old_logp = torch.from_numpy(batch["logp"].reshape(g_total, n))
+        adv = torch.from_numpy(batch["adv"].reshape(g_total, n))
+        ret = batch["ret"].reshape(g_total, n)
+        if cfg.value_norm:
+            self.value_rms.update(ret)
+            ret_n = (ret - self.value_rms.mean) / self.value_rms.std
+        else:
+            ret_n = ret
+        ret_t = torch.from_numpy(ret_n.astype(np.float32))
+        ent_coef = float(cfg.ent_coef_start) + progress * (
+            float(cfg.ent_coef_end) - float(cfg.ent_coef_start)
+        )
+        mb = max(g_total // int(cfg.minibatches), 1)
+        clip = float(cfg.clip)
+        stats = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0,
+                 "clip_frac": 0.0, "grad_norm": 0.0}
+        count = 0
+        for _ in range(int(cfg.epochs)):
+            perm = torch.randperm(g_total, generator=self.gen)
+            for start in range(0, g_total, mb):
+                idx = perm[start : start + mb]
+                logits = masked_logits(self.actor(obs[idx]), mask[idx])
+                logp_all = torch.log_softmax(logits, dim=-1)
+                logp = logp_all.gather(-1, actions[idx, :, None]).squeeze(-1)
+                probs = logp_all.exp()
+                entropy = -(probs * logp_all.clamp_min(-1e4)).sum(-1).mean()
+                ratio = (logp - old_logp[idx]).exp()
+                a = adv[idx]
+                a = (a - a.mean()) / (a.std() + 1e-8)
+                pg = -torch.min(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).mean()
+                v = self.critic(obs[idx], state[idx])
+                vloss = 0.5 * ((v - ret_t[idx]) ** 2).mean()
+                loss = pg + float(cfg.vf_coef) * vloss - ent_coef * entropy
+                self._check_finite(loss, pg, vloss)
+                self.opt.zero_grad()
+                loss.backward()
+                gn = nn.utils.clip_grad_norm_(self.params, float(cfg.max_grad_norm))
+                self.opt.step()
+                with torch.no_grad():
+                    stats["policy_loss"] += float(pg)
+                    stats["value_loss"] += float(vloss)
+                    stats["entropy"] += float(entropy)
+                    stats["approx_kl"] += float(((ratio - 1) - ratio.log()).mean())
+                    stats["clip_frac"] += float(((ratio - 1).abs() > clip).float().mean())
+                    stats["grad_norm"] += float(gn)
+                count += 1
+        self.updates += 1
+        out = {k: v / count for k, v in stats.items()}
+        out["ent_coef"] = ent_coef
+        return out
+
+    def _check_finite(self, loss: torch.Tensor, pg: torch.Tensor, vloss: torch.Tensor) -> None:
+        if not torch.isfinite(loss):
+            raise TrainingDivergedError(
+                f"loss is not finite at update {self.updates} (policy loss {float(pg)}, value "
+                f"loss {float(vloss)}); training stopped. Lower algo.lr or check the reward "
+                "scale; the last good checkpoint is kept."
+            )
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue training bit-for-bit."""
+        return {
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "opt": self.opt.state_dict(),
+            "value_rms": (self.value_rms.mean, self.value_rms.var, self.value_rms.count),
+            "gen": self.gen.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, sd: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.actor.load_state_dict(sd["actor"])
+        self.critic.load_state_dict(sd["critic"])
+        self.opt.load_state_dict(sd["opt"])
+        self.value_rms = RunningMeanStd(*sd["value_rms"])
+        self.gen.set_state(sd["gen"])
+        torch.set_rng_state(sd["torch_rng"])
+        self.updates = int(sd["updates"])

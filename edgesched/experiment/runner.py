@@ -1,0 +1,327 @@
+"""Training loop glue: run directories, checkpoints, resume, logging, final evaluation.
+
+A run directory holds:
+
+* ``config.yaml``: the resolved configuration;
+* ``metrics.jsonl``: one line per update (env steps, agent decisions, wall time, mean JCT of
+  the episodes finished so far in training, collisions, return, losses);
+* ``checkpoints/last.pt``: learner, optimizer, value statistics, all RNG states and the
+  simulator copies, written atomically every ``checkpoint_every`` updates;
+* ``eval.json``: the held-out evaluation record (DESIGN §6), written last.
+
+``resume=true`` (or a run path) continues from ``checkpoints/last.pt``; because the
+checkpoint carries every RNG and the environments themselves, the resumed run produces the
+same learning curve as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from edgesched.algos import make_trainer
+from edgesched.algos.common import VecSim
+from edgesched.baselines import make_baseline
+from edgesched.envs.core import EdgeClusterSim
+from edgesched.envs.scenarios import get_scenario
+from edgesched.policy import EnvSpec
+
+from .evaluation import LearnedScheduler, evaluate_scheduler, make_record
+from .io import atomic_write_bytes, atomic_write_json, atomic_write_text, git_commit, write_jsonl
+from .schema import ExperimentConfigError, validate
+
+CHECKPOINT = Path("checkpoints") / "last.pt"
+# keys that may differ between a run and its resumption
+_RESUME_FREE = ("resume", "run_dir", "output_dir")
+
+
+def _env_overrides(cfg: DictConfig) -> dict[str, Any]:
+    overrides = OmegaConf.to_container(cfg.env.overrides, resolve=True)
+    if cfg.experiment.env_max_slots:
+        overrides["max_slots"] = int(cfg.experiment.env_max_slots)
+    return overrides
+
+
+def _hydra_output_dir() -> Path | None:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except (ImportError, ValueError):
+        return None
+
+
+def _comparable(cfg: DictConfig) -> dict[str, Any]:
+    c = OmegaConf.to_container(cfg, resolve=True)
+    for k in _RESUME_FREE:
+        c.pop(k, None)
+    return c
+
+
+def _resolve_run_dir(cfg: DictConfig) -> tuple[Path, bool]:
+    """Pick the run directory and whether to resume in it."""
+    hydra_dir = _hydra_output_dir()
+    base = Path(cfg.run_dir) if cfg.run_dir else hydra_dir
+    if base is None:
+        raise ExperimentConfigError(
+            "run_dir is empty and no Hydra output directory exists; pass run_dir=<path>"
+        )
+    resume = cfg.resume
+    if resume in (False, None, "false", "False", ""):
+        return base, False
+    if resume in (True, "true", "True"):
+        if (base / CHECKPOINT).exists():
+            return base, True
+        # Hydra made a fresh timestamped folder; continue the newest unfinished sibling
+        siblings = sorted(
+            p for p in base.parent.glob("*")
+            if p != base and (p / CHECKPOINT).exists() and not (p / "eval.json").exists()
+        )
+        if not siblings:
+            raise ExperimentConfigError(
+                f"resume=true but no unfinished run with a checkpoint under {base.parent}"
+            )
+        return siblings[-1], True
+    path = Path(str(resume))
+    if not (path / CHECKPOINT).exists():
+        raise ExperimentConfigError(f"resume={resume!r}: no {CHECKPOINT} in that directory")
+    return path, True
+
+
+def _remove_if_empty(path: Path | None) -> None:
+    if path is not None and path.is_dir() and not any(path.iterdir()):
+        path.rmdir()
+
+
+class _Logger:
+    """Local files always; wandb (offline by default) when ``logger=wandb``."""
+
+    def __init__(self, cfg: DictConfig, run_dir: Path, commit: str) -> None:
+        self.run = None
+        if cfg.logger.name != "wandb":
+            return
+        import wandb
+
+        id_file = run_dir / "wandb_id.txt"
+        run_id = id_file.read_text().strip() if id_file.exists() else wandb.util.generate_id()
+        atomic_write_text(id_file, run_id)
+        self.run = wandb.init(
+            project=cfg.logger.project,
+            entity=cfg.logger.entity or None,
+            mode=cfg.logger.mode,
+            dir=str(run_dir),
+            id=run_id,
+            resume="allow",
+            group=get_scenario(cfg.env.name).id,
+            name=f"{cfg.algo.name}-{cfg.shield.name}-s{cfg.seed}",
+            tags=[cfg.algo.name, f"shield:{cfg.shield.name}", f"seed:{cfg.seed}",
+                  f"commit:{commit[:12]}"],
+            config=OmegaConf.to_container(cfg, resolve=True),
+        )
+
+    def log(self, row: dict[str, Any]) -> None:
+        if self.run is not None:
+            self.run.log({k: v for k, v in row.items() if v is not None}, step=row["update"])
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        if self.run is not None:
+            for k, v in summary.items():
+                self.run.summary[f"eval/{k}"] = v
+            self.run.finish()
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    """Train ``cfg.algo`` on ``cfg.env``, evaluate on held-out seeds, write the run files.
+
+    Args:
+        cfg: composed configuration (:class:`edgesched.experiment.schema.TrainConfig`).
+
+    Returns:
+        The evaluation summary (mean metrics over held-out episodes).
+
+    Raises:
+        ExperimentConfigError: a value is out of range or unregistered (nothing written).
+        TrainingDivergedError: a loss became NaN/inf (last good checkpoint kept).
+    """
+    import torch
+
+    hydra_dir = _hydra_output_dir()
+    try:
+        validate(cfg)
+        run_dir, resuming = _resolve_run_dir(cfg)
+    except Exception:
+        _remove_if_empty(hydra_dir)  # bad config: leave nothing behind
+        raise
+    if resuming and run_dir != hydra_dir:
+        _remove_if_empty(hydra_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    exp = cfg.experiment
+    torch.set_num_threads(int(exp.threads))
+    overrides = _env_overrides(cfg)
+    scenario = get_scenario(cfg.env.name)
+    sim_cfg = scenario.config(**overrides)
+    commit = git_commit()
+
+    ckpt_path = run_dir / CHECKPOINT
+    if resuming:
+        ckpt = torch.load(ckpt_path, weights_only=False)
+        if ckpt["config"] != _comparable(cfg):
+            old, new = ckpt["config"], _comparable(cfg)
+            diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+            raise ExperimentConfigError(
+                f"resume: the configuration differs from the checkpoint's in {diff}; resume "
+                "with the same config or start a new run"
+            )
+    else:
+        atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+
+    vec = VecSim(sim_cfg, int(exp.num_envs), int(cfg.seed), scenario.id)
+    spec = EnvSpec.of(vec.sims[0])
+    trainer = make_trainer(cfg.algo.name, cfg.algo, spec, int(cfg.seed))
+    metrics: list[dict[str, Any]] = []
+    env_steps, wall_offset = 0, 0.0
+    finished: list[dict[str, Any]] = []
+    if resuming:
+        trainer.load_state_dict(ckpt["trainer"])
+        vec = pickle.loads(ckpt["vec"])
+        metrics = ckpt["metrics"]
+        env_steps, wall_offset = ckpt["env_steps"], ckpt["wall_time"]
+        finished = ckpt["finished"]
+        write_jsonl(run_dir / "metrics.jsonl", metrics)  # drop lines after the checkpoint
+
+    per_update = int(exp.num_envs) * int(exp.rollout_steps)
+    n_updates = max(int(exp.total_env_steps) // per_update, 1)
+    logger = _Logger(cfg, run_dir, commit)
+    from tqdm import tqdm
+
+    bar = tqdm(total=n_updates * per_update, initial=env_steps, unit="step", dynamic_ncols=True,
+               desc=f"{cfg.algo.name}@{scenario.id}", disable=None)
+    t0 = time.perf_counter() - wall_offset
+
+    def save_checkpoint() -> None:
+        buf = io.BytesIO()
+        torch.save(
+            {
+                "config": _comparable(cfg),
+                "trainer": trainer.state_dict(),
+                "vec": pickle.dumps(vec),
+                "metrics": metrics,
+                "env_steps": env_steps,
+                "wall_time": time.perf_counter() - t0,
+                "finished": finished,
+                "commit": commit,
+            },
+            buf,
+        )
+        atomic_write_bytes(ckpt_path, buf.getvalue())
+
+    while trainer.updates < n_updates:
+        batch = trainer.collect(vec, int(exp.rollout_steps))
+        stats = trainer.update(batch, progress=trainer.updates / n_updates)
+        env_steps += per_update
+        finished += [{k: e[k] for k in ("jct_mean", "collisions_proposed",
+                                         "episode_return_mean")} for e in batch["episodes"]]
+        recent = finished[-8:]
+        row = {
+            "update": trainer.updates,
+            "env_steps": env_steps,
+            "agent_decisions": env_steps * spec.num_agents,
+            "wall_time": round(time.perf_counter() - t0, 3),
+            "episodes": len(finished),
+            "train_jct_mean": float(np.mean([e["jct_mean"] for e in recent])) if recent else None,
+            "train_return": float(np.mean([e["episode_return_mean"] for e in recent]))
+            if recent else None,
+            "collisions_per_step": batch["collisions"] / per_update,
+            "reward_mean": float(batch["rewards"].mean()),
+            **stats,
+        }
+        metrics.append(row)
+        write_jsonl(run_dir / "metrics.jsonl", metrics)
+        logger.log(row)
+        bar.update(per_update)
+        bar.set_postfix(
+            steps_s=f"{env_steps / max(row['wall_time'], 1e-9):.0f}",
+            jct=f"{row['train_jct_mean']:.1f}" if row["train_jct_mean"] is not None else "-",
+        )
+        if trainer.updates % int(exp.checkpoint_every) == 0 or trainer.updates == n_updates:
+            save_checkpoint()
+    bar.close()
+
+    policy = LearnedScheduler(spec, trainer, cfg.algo.name)
+    result = evaluate_scheduler(
+        policy, cfg.env.name, dict(cfg.env.overrides), list(exp.eval_seeds),
+        int(exp.eval_episodes),
+    )
+    record = make_record(
+        env_name=cfg.env.name, env_overrides=dict(cfg.env.overrides), algo=cfg.algo.name,
+        shield=cfg.shield.name, train_seed=int(cfg.seed), eval_seeds=list(exp.eval_seeds),
+        episodes=int(exp.eval_episodes), result=result, config=_comparable(cfg),
+    )
+    record["train"] = {"updates": trainer.updates, "env_steps": env_steps,
+                       "wall_time": metrics[-1]["wall_time"] if metrics else 0.0}
+    atomic_write_json(run_dir / "eval.json", record)
+    logger.finish(result["summary"])
+    return result["summary"]
+
+
+def evaluate_run(
+    run_dir: str, eval_seeds: list[int] | None = None, episodes: int | None = None
+) -> dict[str, Any]:
+    """Re-evaluate a run directory's last checkpoint; write ``<run_dir>/eval.json``."""
+    import torch
+
+    path = Path(run_dir)
+    if not (path / CHECKPOINT).exists():
+        raise FileNotFoundError(f"run_dir={run_dir!r} holds no {CHECKPOINT}")
+    cfg = OmegaConf.load(path / "config.yaml")
+    ckpt = torch.load(path / CHECKPOINT, weights_only=False)
+    scenario = get_scenario(cfg.env.name)
+    sim_cfg = scenario.config(**_env_overrides(cfg))
+    spec = EnvSpec.of(EdgeClusterSim(sim_cfg, scenario_id=scenario.id))
+    trainer = make_trainer(cfg.algo.name, cfg.algo, spec, int(cfg.seed))
+    trainer.load_state_dict(ckpt["trainer"])
+    seeds = list(eval_seeds) if eval_seeds is not None else list(cfg.experiment.eval_seeds)
+    eps = int(episodes) if episodes is not None else int(cfg.experiment.eval_episodes)
+    result = evaluate_scheduler(
+        LearnedScheduler(spec, trainer, cfg.algo.name), cfg.env.name,
+        dict(cfg.env.overrides), seeds, eps,
+    )
+    record = make_record(
+        env_name=cfg.env.name, env_overrides=dict(cfg.env.overrides), algo=cfg.algo.name,
+        shield=cfg.shield.name, train_seed=int(cfg.seed), eval_seeds=seeds, episodes=eps,
+        result=result, config=ckpt["config"],
+    )
+    atomic_write_json(path / "eval.json", record)
+    return result["summary"]
+
+
+def evaluate_baseline(
+    name: str,
+    env_name: str,
+    env_overrides: dict[str, Any],
+    eval_seeds: list[int],
+    episodes: int,
+    out_path: str,
+) -> dict[str, Any]:
+    """Evaluate a registered heuristic on held-out seeds and write its record to ``out_path``."""
+    scenario = get_scenario(env_name)
+    sim_cfg = scenario.config(**env_overrides)
+    spec = EnvSpec.of(EdgeClusterSim(sim_cfg, scenario_id=scenario.id))
+    policy = make_baseline(name, spec, seed=0)
+    result = evaluate_scheduler(policy, env_name, env_overrides, eval_seeds, episodes)
+    record = make_record(
+        env_name=env_name, env_overrides=env_overrides, algo=name, shield="none",
+        train_seed=None, eval_seeds=eval_seeds, episodes=episodes, result=result,
+        config={"baseline": name, "env": env_name, "overrides": env_overrides},
+    )
+    atomic_write_json(out_path, record)
+    return result["summary"]
+
+
+__all__ = ["evaluate_baseline", "evaluate_run", "run"]

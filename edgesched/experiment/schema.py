@@ -1,0 +1,211 @@
+"""Typed experiment configuration (Hydra structured configs) and its validation.
+
+The dataclasses are registered in Hydra's ConfigStore by :func:`register_configs`, so a
+misspelled key fails at composition, naming the key. Value ranges are checked by
+:func:`validate` before anything is written, naming the key, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+
+@dataclass
+class AlgoConfig:
+    """A learned scheduler's hyperparameters (PPO family; other algorithms add fields).
+
+    Attributes:
+        name: registry key (``edgesched.algos.list_algorithms()``); ``mappo`` has a
+            centralized critic on ``state()``, ``ippo`` a local one.
+        lr: Adam learning rate.
+        gamma: discount per slot.
+        gae_lambda: GAE lambda.
+        clip: PPO ratio clip.
+        epochs: optimisation epochs per update.
+        minibatches: minibatches per epoch.
+        vf_coef: value-loss weight.
+        ent_coef_start: entropy bonus at the first update.
+        ent_coef_end: entropy bonus at the last update (linear schedule).
+        max_grad_norm: gradient clipping norm.
+        hidden: MLP hidden sizes of actor and critic.
+        value_norm: normalize value targets with running statistics (PopArt-style).
+        collision_penalty: extra shaping for proposed collisions (used by SROLE).
+    """
+
+    name: str = MISSING
+    lr: float = 5e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    epochs: int = 4
+    minibatches: int = 4
+    vf_coef: float = 0.5
+    ent_coef_start: float = 0.02
+    ent_coef_end: float = 0.002
+    max_grad_norm: float = 0.5
+    hidden: list[int] = field(default_factory=lambda: [128, 128])
+    value_norm: bool = True
+    collision_penalty: float = 0.0
+
+
+@dataclass
+class EnvConfig:
+    """Scenario selection.
+
+    Attributes:
+        name: registered scenario (``edgesched.list_scenarios()``).
+        overrides: scenario parameters to change (validated by the simulator).
+    """
+
+    name: str = MISSING
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ShieldConfig:
+    """Collision shield in the loop (``none`` until the shields land)."""
+
+    name: str = "none"
+
+
+@dataclass
+class LoggerConfig:
+    """External logger; local files are always written.
+
+    Attributes:
+        name: ``none`` or ``wandb``.
+        mode: wandb mode, ``offline`` (default) or ``online``.
+        project: wandb project.
+        entity: wandb entity (team), empty for the default.
+    """
+
+    name: str = "none"
+    mode: str = "offline"
+    project: str = "edgesched"
+    entity: str = ""
+
+
+@dataclass
+class ExperimentConfig:
+    """Budgets and evaluation protocol.
+
+    Attributes:
+        name: ``default``, ``smoke`` or ``paper``.
+        total_env_steps: decision rounds to collect, summed over the env copies.
+        num_envs: environment copies stepped together.
+        rollout_steps: decision rounds per copy per update.
+        checkpoint_every: updates between checkpoints.
+        eval_seeds: held-out workload seeds (disjoint from training seeds).
+        eval_episodes: episodes per evaluation seed.
+        env_max_slots: cap on slots per training episode (0 = the scenario's own).
+        threads: torch CPU threads.
+    """
+
+    name: str = "default"
+    total_env_steps: int = 100_000
+    num_envs: int = 4
+    rollout_steps: int = 128
+    checkpoint_every: int = 10
+    eval_seeds: list[int] = field(default_factory=lambda: [10_000, 10_001, 10_002])
+    eval_episodes: int = 1
+    env_max_slots: int = 0
+    threads: int = 1
+
+
+@dataclass
+class TrainConfig:
+    """Top-level configuration composed by ``train.py``.
+
+    Attributes:
+        algo: learned scheduler.
+        env: scenario.
+        shield: collision shield.
+        logger: external logger.
+        experiment: budgets and evaluation.
+        seed: training seed (workloads use seeds derived from it, never the eval seeds).
+        resume: ``false``, ``true`` (latest unfinished run of this config) or a run path.
+        output_dir: root of run directories.
+        run_dir: this run's directory (set from Hydra's output directory).
+    """
+
+    algo: AlgoConfig = MISSING
+    env: EnvConfig = MISSING
+    shield: ShieldConfig = field(default_factory=ShieldConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
+    seed: int = 0
+    resume: Any = False
+    output_dir: str = "outputs"
+    run_dir: str = ""
+
+
+def register_configs() -> None:
+    """Register the schemas in Hydra's ConfigStore (group files are validated against them)."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainConfig)
+    cs.store(group="algo", name="algo_schema", node=AlgoConfig)
+    cs.store(group="env", name="env_schema", node=EnvConfig)
+    cs.store(group="shield", name="shield_schema", node=ShieldConfig)
+    cs.store(group="logger", name="logger_schema", node=LoggerConfig)
+    cs.store(group="experiment", name="experiment_schema", node=ExperimentConfig)
+
+
+class ExperimentConfigError(ValueError):
+    """A configuration value is out of range or names something unregistered."""
+
+
+def _check(cond: bool, key: str, value: Any, allowed: str) -> None:
+    if not cond:
+        raise ExperimentConfigError(f"{key}={value!r} is not allowed; {allowed}")
+
+
+def validate(cfg: DictConfig | TrainConfig) -> None:
+    """Check ranges and registry names; raise :class:`ExperimentConfigError` naming the key.
+
+    Args:
+        cfg: the composed configuration.
+    """
+    from edgesched.algos import list_algorithms
+    from edgesched.envs.scenarios import list_scenarios, make_config
+    from edgesched.shields import list_shields
+
+    c = cfg if isinstance(cfg, DictConfig) else OmegaConf.structured(cfg)
+    algos, scen, shields = list_algorithms(), list_scenarios(), list_shields()
+    _check(c.algo.name in algos, "algo.name", c.algo.name, f"registered algorithms: {algos}")
+    _check(c.env.name in scen, "env.name", c.env.name, f"registered scenarios: {scen}")
+    _check(c.shield.name in shields, "shield.name", c.shield.name, f"registered: {shields}")
+    _check(c.logger.name in ("none", "wandb"), "logger.name", c.logger.name, "use none|wandb")
+    _check(c.logger.mode in ("offline", "online", "disabled"), "logger.mode", c.logger.mode,
+           "use offline|online|disabled")
+    e = c.experiment
+    for key in ("total_env_steps", "num_envs", "rollout_steps", "checkpoint_every",
+                "eval_episodes", "threads"):
+        _check(int(e[key]) > 0, f"experiment.{key}", e[key], "need a positive integer")
+    _check(int(e.env_max_slots) >= 0, "experiment.env_max_slots", e.env_max_slots,
+           "need >= 0 (0 keeps the scenario's own)")
+    _check(len(e.eval_seeds) > 0, "experiment.eval_seeds", list(e.eval_seeds),
+           "need at least one held-out seed")
+    _check(all(int(s) >= 10_000 for s in e.eval_seeds), "experiment.eval_seeds",
+           list(e.eval_seeds), "held-out seeds must be >= 10000 (training uses smaller ones)")
+    a = c.algo
+    for key, lo, hi in (("lr", 0.0, 1.0), ("gamma", 0.0, 1.0), ("gae_lambda", 0.0, 1.0),
+                        ("clip", 0.0, 10.0), ("vf_coef", 0.0, 1e3), ("max_grad_norm", 0.0, 1e6)):
+        _check(lo < float(a[key]) <= hi, f"algo.{key}", a[key], f"need a number in ({lo}, {hi}]")
+    for key in ("epochs", "minibatches"):
+        _check(int(a[key]) > 0, f"algo.{key}", a[key], "need a positive integer")
+    _check(float(a.ent_coef_start) >= 0 and float(a.ent_coef_end) >= 0, "algo.ent_coef_*",
+           (a.ent_coef_start, a.ent_coef_end), "need non-negative entropy coefficients")
+    _check(len(a.hidden) > 0 and all(int(h) > 0 for h in a.hidden), "algo.hidden",
+           list(a.hidden), "need one or more positive layer sizes")
+    _check(int(c.seed) >= 0 and int(c.seed) < 10_000, "seed", c.seed,
+           "need 0 <= seed < 10000 (larger seeds are reserved for evaluation)")
+    # the simulator validates the scenario overrides itself, naming the parameter
+    overrides = OmegaConf.to_container(c.env.overrides, resolve=True)
+    if e.env_max_slots:
+        overrides = {**overrides, "max_slots": int(e.env_max_slots)}
+    make_config(c.env.name, **overrides)

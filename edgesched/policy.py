@@ -1,0 +1,82 @@
+"""The policy interface shared by learned and heuristic schedulers (DESIGN §4).
+
+A scheduler maps what an agent may see - observations, action masks, the global ``state()``
+and the static action layout - to one action per agent. It never reads simulator internals,
+so the evaluation harness treats learned and heuristic schedulers alike.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Static facts about a scenario's multi-agent view.
+
+    Attributes:
+        scenario: versioned scenario id, e.g. ``edge50-v0``.
+        num_agents: N.
+        obs_dim: length of one agent's observation vector.
+        state_dim: length of the global state vector.
+        num_actions: size of each agent's Discrete action space.
+        pending_slots: P, pending jobs an agent may choose among.
+        num_targets: K+1, placement targets per agent (itself first).
+        num_levels: L, allocation levels.
+    """
+
+    scenario: str
+    num_agents: int
+    obs_dim: int
+    state_dim: int
+    num_actions: int
+    pending_slots: int
+    num_targets: int
+    num_levels: int
+
+    def action(self, slot: np.ndarray, target: np.ndarray, level: np.ndarray) -> np.ndarray:
+        """Encode (pending slot, target index, level) as actions; 0 is defer."""
+        return 1 + (slot * self.num_targets + target) * self.num_levels + level
+
+    def placement_mask(self, mask: np.ndarray) -> np.ndarray:
+        """View a (N, A) mask's placements as (N, P, K+1, L)."""
+        n = mask.shape[0]
+        return mask[:, 1:].reshape(n, self.pending_slots, self.num_targets, self.num_levels)
+
+    @staticmethod
+    def of(sim) -> EnvSpec:
+        """The spec of an :class:`~edgesched.envs.core.EdgeClusterSim`."""
+        name = f"{sim.scenario_id}" if getattr(sim, "scenario_id", None) else "custom"
+        return EnvSpec(
+            scenario=name,
+            num_agents=sim.num_agents,
+            obs_dim=sim.obs_dim,
+            state_dim=sim.state_dim,
+            num_actions=sim.num_actions,
+            pending_slots=sim.pending_slots,
+            num_targets=sim.k1,
+            num_levels=sim.num_levels,
+        )
+
+
+class Scheduler(ABC):
+    """A multi-agent scheduler: one action per agent per decision round.
+
+    Args:
+        spec: the scenario's static facts.
+    """
+
+    name: str = "scheduler"
+
+    def __init__(self, spec: EnvSpec) -> None:
+        self.spec = spec
+
+    def reset(self, seed: int | None = None) -> None:  # noqa: B027 - optional hook
+        """Start an episode (stateless schedulers need nothing)."""
+
+    @abstractmethod
+    def act(self, obs: np.ndarray, mask: np.ndarray, state: np.ndarray | None) -> np.ndarray:
+        """Return actions (N,) for observations (N, D), masks (N, A) and the global state."""
