@@ -1,5 +1,7 @@
-"""Pieces shared by the on-policy learners: the vector of simulator copies, GAE, value
-normalization and masked categorical sampling. Update rules live in their own files.
+"""Pieces shared by the on-policy learners.
+
+The vector of simulator copies, GAE, value normalization and masked logits. Update rules live
+in their own files.
 """
 
 from __future__ import annotations
