@@ -40,9 +40,7 @@ class Critic(nn.Module):
         super().__init__()
         h = hidden[0]
         self.enc_obs = nn.Sequential(nn.Linear(obs_dim, h), nn.Tanh())
-        self.enc_state = (
-            nn.Sequential(nn.Linear(state_dim, h), nn.Tanh()) if state_dim else None
-        )
+        self.enc_state = nn.Sequential(nn.Linear(state_dim, h), nn.Tanh()) if state_dim else None
         self.head = mlp([h * (2 if state_dim else 1), *hidden[1:]], 1)
 
     def forward(self, obs: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:
@@ -75,9 +73,7 @@ class PPOTrainer:
         torch.manual_seed(seed)
         hidden = [int(h) for h in cfg.hidden]
         self.actor = mlp([spec.obs_dim, *hidden], spec.num_actions)
-        self.critic = Critic(
-            spec.obs_dim, spec.state_dim if centralized_critic else None, hidden
-        )
+        self.critic = Critic(spec.obs_dim, spec.state_dim if centralized_critic else None, hidden)
         self.params = list(self.actor.parameters()) + list(self.critic.parameters())
         self.opt = torch.optim.Adam(self.params, lr=float(cfg.lr), eps=1e-5)
         self.value_rms = RunningMeanStd()
@@ -202,8 +198,14 @@ class PPOTrainer:
         )
         mb = max(g_total // int(cfg.minibatches), 1)
         clip = float(cfg.clip)
-        stats = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0,
-                 "clip_frac": 0.0, "grad_norm": 0.0}
+        stats = {
+            "policy_loss": 0.0,
+            "value_loss": 0.0,
+            "entropy": 0.0,
+            "approx_kl": 0.0,
+            "clip_frac": 0.0,
+            "grad_norm": 0.0,
+        }
         count = 0
         for _ in range(int(cfg.epochs)):
             perm = torch.randperm(g_total, generator=self.gen)
@@ -239,11 +241,12 @@ class PPOTrainer:
         out["ent_coef"] = ent_coef
         return out
 
+    @torch.no_grad()
     def _check_finite(self, loss: torch.Tensor, pg: torch.Tensor, vloss: torch.Tensor) -> None:
         if not torch.isfinite(loss):
             raise TrainingDivergedError(
-                f"loss is not finite at update {self.updates} (policy loss {float(pg)}, value "
-                f"loss {float(vloss)}); training stopped. Lower algo.lr or check the reward "
+                f"loss is not finite at update {self.updates} (policy loss {pg.item()}, value "
+                f"loss {vloss.item()}); training stopped. Lower algo.lr or check the reward "
                 "scale; the last good checkpoint is kept."
             )
 

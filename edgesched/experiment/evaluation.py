@@ -71,9 +71,7 @@ def evaluate_scheduler(
         for k in range(episodes):
             row = run_episode(policy, sim, eval_workload_seed(int(s), k))
             rows.append({"eval_seed": int(s), "episode": k, **row})
-    summary = {
-        k: float(np.nanmean([r[k] for r in rows], dtype=np.float64)) for k in SCALAR_METRICS
-    }
+    summary = {k: float(np.nanmean([r[k] for r in rows], dtype=np.float64)) for k in SCALAR_METRICS}
     return {"per_episode": rows, "summary": summary}
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import pickle
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,8 @@ def _resolve_run_dir(cfg: DictConfig) -> tuple[Path, bool]:
             return base, True
         # Hydra made a fresh timestamped folder; continue the newest unfinished sibling
         siblings = sorted(
-            p for p in base.parent.glob("*")
+            p
+            for p in base.parent.glob("*")
             if p != base and (p / CHECKPOINT).exists() and not (p / "eval.json").exists()
         )
         if not siblings:
@@ -109,7 +111,8 @@ class _Logger:
         import wandb
 
         id_file = run_dir / "wandb_id.txt"
-        run_id = id_file.read_text().strip() if id_file.exists() else wandb.util.generate_id()
+        # a stable id per run directory lets a resumed run continue the same wandb run
+        run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:12]
         atomic_write_text(id_file, run_id)
         self.run = wandb.init(
             project=cfg.logger.project,
@@ -120,8 +123,12 @@ class _Logger:
             resume="allow",
             group=get_scenario(cfg.env.name).id,
             name=f"{cfg.algo.name}-{cfg.shield.name}-s{cfg.seed}",
-            tags=[cfg.algo.name, f"shield:{cfg.shield.name}", f"seed:{cfg.seed}",
-                  f"commit:{commit[:12]}"],
+            tags=[
+                cfg.algo.name,
+                f"shield:{cfg.shield.name}",
+                f"seed:{cfg.seed}",
+                f"commit:{commit[:12]}",
+            ],
             config=OmegaConf.to_container(cfg, resolve=True),
         )
 
@@ -170,6 +177,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     ckpt_path = run_dir / CHECKPOINT
     if resuming:
+        # a kill during an atomic write leaves only its hidden temp file behind
+        for tmp in run_dir.rglob(".*.tmp"):
+            tmp.unlink()
         ckpt = torch.load(ckpt_path, weights_only=False)
         if ckpt["config"] != _comparable(cfg):
             old, new = ckpt["config"], _comparable(cfg)
@@ -200,8 +210,14 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     logger = _Logger(cfg, run_dir, commit)
     from tqdm import tqdm
 
-    bar = tqdm(total=n_updates * per_update, initial=env_steps, unit="step", dynamic_ncols=True,
-               desc=f"{cfg.algo.name}@{scenario.id}", disable=None)
+    bar = tqdm(
+        total=n_updates * per_update,
+        initial=env_steps,
+        unit="step",
+        dynamic_ncols=True,
+        desc=f"{cfg.algo.name}@{scenario.id}",
+        disable=None,
+    )
     t0 = time.perf_counter() - wall_offset
 
     def save_checkpoint() -> None:
@@ -225,8 +241,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         batch = trainer.collect(vec, int(exp.rollout_steps))
         stats = trainer.update(batch, progress=trainer.updates / n_updates)
         env_steps += per_update
-        finished += [{k: e[k] for k in ("jct_mean", "collisions_proposed",
-                                         "episode_return_mean")} for e in batch["episodes"]]
+        finished += [
+            {k: e[k] for k in ("jct_mean", "collisions_proposed", "episode_return_mean")}
+            for e in batch["episodes"]
+        ]
         recent = finished[-8:]
         row = {
             "update": trainer.updates,
@@ -236,7 +254,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             "episodes": len(finished),
             "train_jct_mean": float(np.mean([e["jct_mean"] for e in recent])) if recent else None,
             "train_return": float(np.mean([e["episode_return_mean"] for e in recent]))
-            if recent else None,
+            if recent
+            else None,
             "collisions_per_step": batch["collisions"] / per_update,
             "reward_mean": float(batch["rewards"].mean()),
             **stats,
@@ -255,16 +274,28 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     policy = LearnedScheduler(spec, trainer, cfg.algo.name)
     result = evaluate_scheduler(
-        policy, cfg.env.name, dict(cfg.env.overrides), list(exp.eval_seeds),
+        policy,
+        cfg.env.name,
+        dict(cfg.env.overrides),
+        list(exp.eval_seeds),
         int(exp.eval_episodes),
     )
     record = make_record(
-        env_name=cfg.env.name, env_overrides=dict(cfg.env.overrides), algo=cfg.algo.name,
-        shield=cfg.shield.name, train_seed=int(cfg.seed), eval_seeds=list(exp.eval_seeds),
-        episodes=int(exp.eval_episodes), result=result, config=_comparable(cfg),
+        env_name=cfg.env.name,
+        env_overrides=dict(cfg.env.overrides),
+        algo=cfg.algo.name,
+        shield=cfg.shield.name,
+        train_seed=int(cfg.seed),
+        eval_seeds=list(exp.eval_seeds),
+        episodes=int(exp.eval_episodes),
+        result=result,
+        config=_comparable(cfg),
     )
-    record["train"] = {"updates": trainer.updates, "env_steps": env_steps,
-                       "wall_time": metrics[-1]["wall_time"] if metrics else 0.0}
+    record["train"] = {
+        "updates": trainer.updates,
+        "env_steps": env_steps,
+        "wall_time": metrics[-1]["wall_time"] if metrics else 0.0,
+    }
     atomic_write_json(run_dir / "eval.json", record)
     logger.finish(result["summary"])
     return result["summary"]
@@ -289,13 +320,22 @@ def evaluate_run(
     seeds = list(eval_seeds) if eval_seeds is not None else list(cfg.experiment.eval_seeds)
     eps = int(episodes) if episodes is not None else int(cfg.experiment.eval_episodes)
     result = evaluate_scheduler(
-        LearnedScheduler(spec, trainer, cfg.algo.name), cfg.env.name,
-        dict(cfg.env.overrides), seeds, eps,
+        LearnedScheduler(spec, trainer, cfg.algo.name),
+        cfg.env.name,
+        dict(cfg.env.overrides),
+        seeds,
+        eps,
     )
     record = make_record(
-        env_name=cfg.env.name, env_overrides=dict(cfg.env.overrides), algo=cfg.algo.name,
-        shield=cfg.shield.name, train_seed=int(cfg.seed), eval_seeds=seeds, episodes=eps,
-        result=result, config=ckpt["config"],
+        env_name=cfg.env.name,
+        env_overrides=dict(cfg.env.overrides),
+        algo=cfg.algo.name,
+        shield=cfg.shield.name,
+        train_seed=int(cfg.seed),
+        eval_seeds=seeds,
+        episodes=eps,
+        result=result,
+        config=ckpt["config"],
     )
     atomic_write_json(path / "eval.json", record)
     return result["summary"]
@@ -316,8 +356,14 @@ def evaluate_baseline(
     policy = make_baseline(name, spec, seed=0)
     result = evaluate_scheduler(policy, env_name, env_overrides, eval_seeds, episodes)
     record = make_record(
-        env_name=env_name, env_overrides=env_overrides, algo=name, shield="none",
-        train_seed=None, eval_seeds=eval_seeds, episodes=episodes, result=result,
+        env_name=env_name,
+        env_overrides=env_overrides,
+        algo=name,
+        shield="none",
+        train_seed=None,
+        eval_seeds=eval_seeds,
+        episodes=episodes,
+        result=result,
         config={"baseline": name, "env": env_name, "overrides": env_overrides},
     )
     atomic_write_json(out_path, record)

@@ -46,7 +46,7 @@ class AlgoConfig:
     ent_coef_start: float = 0.02
     ent_coef_end: float = 0.002
     max_grad_norm: float = 0.5
-    hidden: list[int] = field(default_factory=lambda: [128, 128])
+    hidden: list[int] = field(default_factory=lambda: [64, 64])
     value_norm: bool = True
     collision_penalty: float = 0.0
 
@@ -105,7 +105,7 @@ class ExperimentConfig:
     """
 
     name: str = "default"
-    total_env_steps: int = 100_000
+    total_env_steps: int = 150_000
     num_envs: int = 4
     rollout_steps: int = 128
     checkpoint_every: int = 10
@@ -180,30 +180,70 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     _check(c.env.name in scen, "env.name", c.env.name, f"registered scenarios: {scen}")
     _check(c.shield.name in shields, "shield.name", c.shield.name, f"registered: {shields}")
     _check(c.logger.name in ("none", "wandb"), "logger.name", c.logger.name, "use none|wandb")
-    _check(c.logger.mode in ("offline", "online", "disabled"), "logger.mode", c.logger.mode,
-           "use offline|online|disabled")
+    _check(
+        c.logger.mode in ("offline", "online", "disabled"),
+        "logger.mode",
+        c.logger.mode,
+        "use offline|online|disabled",
+    )
     e = c.experiment
-    for key in ("total_env_steps", "num_envs", "rollout_steps", "checkpoint_every",
-                "eval_episodes", "threads"):
+    for key in (
+        "total_env_steps",
+        "num_envs",
+        "rollout_steps",
+        "checkpoint_every",
+        "eval_episodes",
+        "threads",
+    ):
         _check(int(e[key]) > 0, f"experiment.{key}", e[key], "need a positive integer")
-    _check(int(e.env_max_slots) >= 0, "experiment.env_max_slots", e.env_max_slots,
-           "need >= 0 (0 keeps the scenario's own)")
-    _check(len(e.eval_seeds) > 0, "experiment.eval_seeds", list(e.eval_seeds),
-           "need at least one held-out seed")
-    _check(all(int(s) >= 10_000 for s in e.eval_seeds), "experiment.eval_seeds",
-           list(e.eval_seeds), "held-out seeds must be >= 10000 (training uses smaller ones)")
+    _check(
+        int(e.env_max_slots) >= 0,
+        "experiment.env_max_slots",
+        e.env_max_slots,
+        "need >= 0 (0 keeps the scenario's own)",
+    )
+    _check(
+        len(e.eval_seeds) > 0,
+        "experiment.eval_seeds",
+        list(e.eval_seeds),
+        "need at least one held-out seed",
+    )
+    _check(
+        all(int(s) >= 10_000 for s in e.eval_seeds),
+        "experiment.eval_seeds",
+        list(e.eval_seeds),
+        "held-out seeds must be >= 10000 (training uses smaller ones)",
+    )
     a = c.algo
-    for key, lo, hi in (("lr", 0.0, 1.0), ("gamma", 0.0, 1.0), ("gae_lambda", 0.0, 1.0),
-                        ("clip", 0.0, 10.0), ("vf_coef", 0.0, 1e3), ("max_grad_norm", 0.0, 1e6)):
+    for key, lo, hi in (
+        ("lr", 0.0, 1.0),
+        ("gamma", 0.0, 1.0),
+        ("gae_lambda", 0.0, 1.0),
+        ("clip", 0.0, 10.0),
+        ("vf_coef", 0.0, 1e3),
+        ("max_grad_norm", 0.0, 1e6),
+    ):
         _check(lo < float(a[key]) <= hi, f"algo.{key}", a[key], f"need a number in ({lo}, {hi}]")
     for key in ("epochs", "minibatches"):
         _check(int(a[key]) > 0, f"algo.{key}", a[key], "need a positive integer")
-    _check(float(a.ent_coef_start) >= 0 and float(a.ent_coef_end) >= 0, "algo.ent_coef_*",
-           (a.ent_coef_start, a.ent_coef_end), "need non-negative entropy coefficients")
-    _check(len(a.hidden) > 0 and all(int(h) > 0 for h in a.hidden), "algo.hidden",
-           list(a.hidden), "need one or more positive layer sizes")
-    _check(int(c.seed) >= 0 and int(c.seed) < 10_000, "seed", c.seed,
-           "need 0 <= seed < 10000 (larger seeds are reserved for evaluation)")
+    _check(
+        float(a.ent_coef_start) >= 0 and float(a.ent_coef_end) >= 0,
+        "algo.ent_coef_*",
+        (a.ent_coef_start, a.ent_coef_end),
+        "need non-negative entropy coefficients",
+    )
+    _check(
+        len(a.hidden) > 0 and all(int(h) > 0 for h in a.hidden),
+        "algo.hidden",
+        list(a.hidden),
+        "need one or more positive layer sizes",
+    )
+    _check(
+        int(c.seed) >= 0 and int(c.seed) < 10_000,
+        "seed",
+        c.seed,
+        "need 0 <= seed < 10000 (larger seeds are reserved for evaluation)",
+    )
     # the simulator validates the scenario overrides itself, naming the parameter
     overrides = OmegaConf.to_container(c.env.overrides, resolve=True)
     if e.env_max_slots:

@@ -1,0 +1,223 @@
+"""Training runs end to end: run files, smoke training of every (algorithm, scenario) pair,
+exact resume after SIGKILL, determinism, NaN handling, wandb offline logging."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import scenario_params
+from omegaconf import OmegaConf
+
+pytest.importorskip("torch")
+
+from edgesched.algos import list_algorithms
+from edgesched.experiment import ExperimentConfigError, run
+from edgesched.experiment.schema import AlgoConfig, EnvConfig, TrainConfig
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_cfg(run_dir: Path, algo: str = "mappo", env: str = "edge10", **exp) -> OmegaConf:
+    cfg = OmegaConf.structured(TrainConfig(algo=AlgoConfig(name=algo), env=EnvConfig(name=env)))
+    cfg.algo.hidden = [32, 32]
+    cfg.experiment.total_env_steps = 64
+    cfg.experiment.num_envs = 2
+    cfg.experiment.rollout_steps = 16
+    cfg.experiment.checkpoint_every = 1
+    cfg.experiment.eval_seeds = [10_000]
+    cfg.experiment.env_max_slots = 30
+    for k, v in exp.items():
+        OmegaConf.update(cfg, k if k in ("seed", "resume") else f"experiment.{k}", v)
+    cfg.run_dir = str(run_dir)
+    return cfg
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def without_time(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "wall_time"} for r in rows]
+
+
+@pytest.mark.parametrize("algo", list_algorithms())
+@pytest.mark.parametrize("scenario", scenario_params())
+def test_smoke_training_every_pair(tmp_path, algo, scenario):
+    cfg = make_cfg(tmp_path / "run", algo=algo, env=scenario)
+    # tiny held-out episodes keep the smoke test fast; the record format is the same
+    cfg.env.overrides = {"max_slots": 20, "max_steps": 200}
+    summary = run(cfg)
+    run_dir = tmp_path / "run"
+    assert {"config.yaml", "metrics.jsonl", "eval.json", "checkpoints"} <= {
+        p.name for p in run_dir.iterdir()
+    }
+    rows = read_metrics(run_dir)
+    assert [r["update"] for r in rows] == [1, 2]
+    assert rows[-1]["env_steps"] == 64
+    record = json.loads((run_dir / "eval.json").read_text())
+    assert record["algo"] == algo and record["scenario"].startswith(scenario + "-v")
+    assert record["eval_seeds"] == [10_000] and len(record["per_episode"]) == 1
+    assert record["summary"]["jct_mean"] == pytest.approx(summary["jct_mean"], nan_ok=True)
+    assert len(record["config_hash"]) == 12 and record["git_commit"]
+    assert not list(run_dir.rglob(".*.tmp"))
+
+
+def test_same_seed_same_learning_curve(tmp_path):
+    a = make_cfg(tmp_path / "a", total_env_steps=96)
+    b = make_cfg(tmp_path / "b", total_env_steps=96)
+    run(a)
+    run(b)
+    ra, rb = without_time(read_metrics(tmp_path / "a")), without_time(read_metrics(tmp_path / "b"))
+    assert ra == rb and len(ra) == 3
+    c = make_cfg(tmp_path / "c", total_env_steps=96, seed=1)
+    run(c)
+    assert without_time(read_metrics(tmp_path / "c")) != ra
+
+
+def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path):
+    updates = 12
+    steps = updates * 2 * 16
+    ref = make_cfg(tmp_path / "ref", total_env_steps=steps)
+    run(ref)
+    reference = without_time(read_metrics(tmp_path / "ref"))
+    assert len(reference) == updates
+
+    killed = tmp_path / "killed"
+    cfg_dict = OmegaConf.to_container(make_cfg(killed, total_env_steps=steps))
+    code = (
+        "from omegaconf import OmegaConf\n"
+        "from edgesched.experiment import run\n"
+        f"run(OmegaConf.create({cfg_dict!r}))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        ok = (killed / "metrics.jsonl").exists() and len(read_metrics(killed)) >= 4
+        if ok or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "training finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    # whatever instant the kill hit, every result file is whole
+    partial = read_metrics(killed)
+    assert 4 <= len(partial) < updates
+    assert not (killed / "eval.json").exists()
+
+    resumed = make_cfg(killed, total_env_steps=steps, resume=True)
+    run(resumed)
+    final = without_time(read_metrics(killed))
+    assert [r["update"] for r in final] == list(range(1, updates + 1))  # no gaps, no repeats
+    assert final == reference  # same RNG and env state: the same learning curve
+    assert (
+        json.loads((killed / "eval.json").read_text())["summary"]
+        == json.loads((tmp_path / "ref" / "eval.json").read_text())["summary"]
+    )
+
+
+def test_resume_refuses_a_different_config(tmp_path):
+    run(make_cfg(tmp_path / "r", total_env_steps=32))
+    other = make_cfg(tmp_path / "r", total_env_steps=32, resume=True)
+    other.algo.lr = 1e-3
+    with pytest.raises(ExperimentConfigError, match="algo"):
+        run(other)
+
+
+def test_nan_loss_stops_with_clear_message_and_keeps_checkpoint(tmp_path, monkeypatch):
+    import torch
+
+    from edgesched.algos import mappo
+
+    calls = {"n": 0}
+    original = mappo.Critic.forward
+
+    def poisoned(self, obs, state):
+        calls["n"] += 1
+        out = original(self, obs, state)
+        return out * float("nan") if torch.is_grad_enabled() and calls["n"] > 40 else out
+
+    monkeypatch.setattr(mappo.Critic, "forward", poisoned)
+    cfg = make_cfg(tmp_path / "nan", total_env_steps=32 * 8)
+    with pytest.raises(mappo.TrainingDivergedError, match="not finite at update"):
+        run(cfg)
+    ckpt = torch.load(tmp_path / "nan" / "checkpoints" / "last.pt", weights_only=False)
+    assert ckpt["trainer"]["updates"] >= 1
+    assert all(torch.isfinite(p).all() for p in ckpt["trainer"]["critic"].values()), (
+        "the kept checkpoint must be the last good one"
+    )
+    assert not (tmp_path / "nan" / "eval.json").exists()
+    assert len(read_metrics(tmp_path / "nan")) == ckpt["trainer"]["updates"]
+
+
+def test_bad_config_writes_nothing(tmp_path):
+    cfg = make_cfg(tmp_path / "bad", total_env_steps=-5)
+    with pytest.raises(ExperimentConfigError, match=r"experiment\.total_env_steps"):
+        run(cfg)
+    assert not (tmp_path / "bad").exists()
+    cfg = make_cfg(tmp_path / "bad", algo="nope")
+    with pytest.raises(ExperimentConfigError, match=r"algo\.name"):
+        run(cfg)
+    assert not (tmp_path / "bad").exists()
+
+
+def read_wandb_summary(run_file: Path) -> dict:
+    """Merge the summary records of an offline ``run-*.wandb`` file.
+
+    The file is wandb's LevelDB-style log of protobuf ``Record``s: a 7-byte header, then
+    32 KiB blocks of chunks with a (crc32, length, type) header; wandb ships no reader.
+    """
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = run_file.read_bytes()
+    assert data[:4] == b":W&B"
+    pos, block, buf, records = 7, 32768, b"", []
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # block trailer padding
+            pos += block - pos % block
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
+        if kind == 0:
+            break
+        buf = chunk if kind in (1, 2) else buf + chunk
+        if kind in (1, 4):
+            records.append(buf)
+    summary: dict = {}
+    for raw in records:
+        rec = pb.Record()
+        rec.ParseFromString(raw)
+        if rec.WhichOneof("record_type") == "summary":
+            for item in rec.summary.update:
+                summary[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+    return summary
+
+
+def test_wandb_offline_run_holds_summary(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    cfg = make_cfg(tmp_path / "w", total_env_steps=64)
+    cfg.logger.name = "wandb"  # mode offline by default
+    summary = run(cfg)
+    files = list((tmp_path / "w").rglob("offline-run-*/run-*.wandb"))
+    assert len(files) == 1, "one wandb offline run inside the run directory"
+    logged = read_wandb_summary(files[0])
+    assert logged["eval/jct_mean"] == pytest.approx(summary["jct_mean"])
+    assert logged["_step"] == 2  # both updates' curves were logged
+    assert "reward_mean" in logged and "policy_loss" in logged
+
+
+def test_trained_policy_actions_are_always_feasible(tmp_path):
+    """The masked actor never proposes an infeasible action (invalid_action=raise holds)."""
+    cfg = make_cfg(tmp_path / "m", total_env_steps=32)
+    run(cfg)
+    record = json.loads((tmp_path / "m" / "eval.json").read_text())
+    assert np.isfinite(record["summary"]["episode_return_mean"])
