@@ -26,6 +26,18 @@ class EnvSpec:
         pending_slots: P, pending jobs an agent may choose among.
         num_targets: K+1, placement targets per agent (itself first).
         num_levels: L, allocation levels.
+        job_features: F, features per pending job in an observation.
+        num_priorities: priority classes.
+        num_models: models in the scenario's catalog.
+
+    Observation layout of one agent (``EdgeSchedParallelEnv`` docstring; all slices are
+    available from :meth:`obs_slices`): own node features (``NODE_FEATURES`` = 9: free
+    fraction of cpu/gpu/mem, capacity / max capacity x3, speed / max speed, running
+    workers / 8, queue length / 10), time of day (sin, cos), queue length / 10, then P
+    pending-job blocks of F features (present, min demand / max capacity x3, workers / 4,
+    log size / 20, priority one-hot, model one-hot, placed workers / 4, waiting slots / 100),
+    then K+1 target blocks of ``NODE_FEATURES + 3`` (the target's node features, link
+    present, log10 bandwidth / 2, latency / 100 ms).
     """
 
     scenario: str
@@ -36,6 +48,23 @@ class EnvSpec:
     pending_slots: int
     num_targets: int
     num_levels: int
+    job_features: int = 0
+    num_priorities: int = 0
+    num_models: int = 0
+
+    def obs_slices(self) -> dict[str, slice]:
+        """Where each block of an agent's observation lies (see class docstring)."""
+        from edgesched.envs.core import NODE_FEATURES
+
+        jobs0 = NODE_FEATURES + 3
+        nbr0 = jobs0 + self.pending_slots * self.job_features
+        return {
+            "own": slice(0, NODE_FEATURES),
+            "time": slice(NODE_FEATURES, NODE_FEATURES + 2),
+            "queue": slice(NODE_FEATURES + 2, NODE_FEATURES + 3),
+            "jobs": slice(jobs0, nbr0),
+            "targets": slice(nbr0, nbr0 + self.num_targets * (NODE_FEATURES + 3)),
+        }
 
     def action(self, slot: np.ndarray, target: np.ndarray, level: np.ndarray) -> np.ndarray:
         """Encode (pending slot, target index, level) as actions; 0 is defer."""
@@ -59,6 +88,9 @@ class EnvSpec:
             pending_slots=sim.pending_slots,
             num_targets=sim.k1,
             num_levels=sim.num_levels,
+            job_features=sim.job_features,
+            num_priorities=sim.num_priorities,
+            num_models=sim.num_models,
         )
 
 
@@ -70,6 +102,8 @@ class Scheduler(ABC):
     """
 
     name: str = "scheduler"
+    needs_graph: bool = False
+    """Set True to receive the heterogeneous graph view as ``act(..., graph=...)``."""
 
     def __init__(self, spec: EnvSpec) -> None:
         self.spec = spec
@@ -78,5 +112,15 @@ class Scheduler(ABC):
         """Start an episode (stateless schedulers need nothing)."""
 
     @abstractmethod
-    def act(self, obs: np.ndarray, mask: np.ndarray, state: np.ndarray | None) -> np.ndarray:
-        """Return actions (N,) for observations (N, D), masks (N, A) and the global state."""
+    def act(
+        self,
+        obs: np.ndarray,
+        mask: np.ndarray,
+        state: np.ndarray | None,
+        graph: dict | None = None,
+    ) -> np.ndarray:
+        """Return actions (N,) for observations (N, D), masks (N, A) and the global state.
+
+        ``graph`` (the simulator's heterogeneous graph view) is passed only to schedulers
+        that set ``needs_graph``.
+        """

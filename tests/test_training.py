@@ -221,3 +221,15 @@ def test_trained_policy_actions_are_always_feasible(tmp_path):
     run(cfg)
     record = json.loads((tmp_path / "m" / "eval.json").read_text())
     assert np.isfinite(record["summary"]["episode_return_mean"])
+
+
+def test_saved_policy_reproduces_the_evaluation(tmp_path):
+    from edgesched.experiment.evaluation import evaluate_scheduler, load_policy
+
+    cfg = make_cfg(tmp_path / "p", total_env_steps=64)
+    cfg.env.overrides = {"max_slots": 40}
+    summary = run(cfg)
+    policy, env, overrides = load_policy(str(tmp_path / "p" / "policy.pt"))
+    assert env == "edge10" and overrides == {"max_slots": 40}
+    again = evaluate_scheduler(policy, env, overrides, [10_000], 1)["summary"]
+    assert again == pytest.approx(summary, nan_ok=True)

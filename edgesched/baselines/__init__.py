@@ -46,7 +46,7 @@ class RandomScheduler(Scheduler):
         """Seed the scheduler's own generator."""
         self.rng = np.random.default_rng(seed)
 
-    def act(self, obs: np.ndarray, mask: np.ndarray, state: np.ndarray | None) -> np.ndarray:
+    def act(self, obs, mask, state, graph=None) -> np.ndarray:
         """Random feasible action per agent."""
         return (self.rng.random(mask.shape) * mask).argmax(axis=1)
 
@@ -61,7 +61,7 @@ class LocalOnlyScheduler(Scheduler):
 
     name = "local_only"
 
-    def act(self, obs: np.ndarray, mask: np.ndarray, state: np.ndarray | None) -> np.ndarray:
+    def act(self, obs, mask, state, graph=None) -> np.ndarray:
         """Place locally at level 0 when feasible, else defer."""
         n = mask.shape[0]
         own = self.spec.action(np.zeros(n, int), np.zeros(n, int), np.zeros(n, int))

@@ -46,7 +46,8 @@ def run_episode(policy: Scheduler, sim: EdgeClusterSim, workload_seed: int) -> d
     sim.reset(workload_seed)
     policy.reset(workload_seed)
     while not (sim.terminated or sim.truncated):
-        sim.step(policy.act(sim.obs, sim.mask, sim.state()))
+        graph = sim.graph() if policy.needs_graph else None
+        sim.step(policy.act(sim.obs, sim.mask, sim.state(), graph=graph))
     m = sim.episode_metrics()
     out = {k: m[k] for k in SCALAR_METRICS}
     out["jct_by_priority"] = m["jct_by_priority"]
@@ -111,6 +112,33 @@ class LearnedScheduler(Scheduler):
         self.trainer = trainer
         self.name = name
 
-    def act(self, obs: np.ndarray, mask: np.ndarray, state: np.ndarray | None) -> np.ndarray:
+    def act(
+        self,
+        obs: np.ndarray,
+        mask: np.ndarray,
+        state: np.ndarray | None,
+        graph: dict | None = None,
+    ) -> np.ndarray:
         """Most likely feasible action of each agent."""
         return self.trainer.act(obs, mask, greedy=True)[0]
+
+
+def load_policy(path: str) -> tuple[LearnedScheduler, str, dict[str, Any]]:
+    """Load a run's ``policy.pt`` (the trained actor) behind the policy interface.
+
+    Returns:
+        The scheduler, its scenario name and the scenario overrides it was trained with.
+    """
+    import torch
+    from omegaconf import OmegaConf
+
+    from edgesched.algos import make_trainer
+
+    blob = torch.load(path, weights_only=False)
+    scenario = get_scenario(blob["env"])
+    sim = EdgeClusterSim(scenario.config(**blob["overrides"]), scenario_id=scenario.id)
+    spec = EnvSpec.of(sim)
+    algo = OmegaConf.create(blob["algo"])
+    trainer = make_trainer(algo.name, algo, spec, 0)
+    trainer.actor.load_state_dict(blob["actor"])
+    return LearnedScheduler(spec, trainer, algo.name), blob["env"], blob["overrides"]
