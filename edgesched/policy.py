@@ -29,6 +29,10 @@ class EnvSpec:
         job_features: F, features per pending job in an observation.
         num_priorities: priority classes.
         num_models: models in the scenario's catalog.
+        level_scale: (L, 3) per level, multiplier of a task's minimum (cpu, gpu, mem) demand.
+        level_add: (L, 3) per level, absolute (cpu, gpu, mem) added; a level allocates
+            ``min_demand * level_scale[l] + level_add[l]``.
+        cap_max: the largest node capacity per resource (the observations' normalizer).
 
     Observation layout of one agent (``EdgeSchedParallelEnv`` docstring; all slices are
     available from :meth:`obs_slices`): own node features (``NODE_FEATURES`` = 9: free
@@ -51,6 +55,9 @@ class EnvSpec:
     job_features: int = 0
     num_priorities: int = 0
     num_models: int = 0
+    level_scale: tuple[tuple[float, ...], ...] = ()
+    level_add: tuple[tuple[float, ...], ...] = ()
+    cap_max: tuple[float, ...] = ()
 
     def obs_slices(self) -> dict[str, slice]:
         """Where each block of an agent's observation lies (see class docstring)."""
@@ -91,6 +98,9 @@ class EnvSpec:
             job_features=sim.job_features,
             num_priorities=sim.num_priorities,
             num_models=sim.num_models,
+            level_scale=tuple(map(tuple, sim.level_scale.tolist())),
+            level_add=tuple(map(tuple, sim.level_add.tolist())),
+            cap_max=tuple(sim.capacity.max(axis=0).tolist()),
         )
 
 

@@ -1,7 +1,11 @@
 """Heuristic schedulers behind the policy interface (DESIGN §4.3).
 
-Registered here: ``random`` and ``local_only``; the other classic heuristics of DESIGN §4.3
-plug into the same registry.
+Registered here: ``random`` and ``local_only``. The other classic heuristics of DESIGN §4.3
+(``round_robin``, ``least_loaded``, ``best_fit``, ``fifo``, ``sjf``, ``tiresias``,
+``optimus``, ``drf``, ``min_alloc``) live in :mod:`edgesched.baselines.heuristics` and
+register into the same registry on import. Schedulers that are meaningful for one cluster
+head also offer ``act_central(obs, mask)`` for the Gymnasium central view
+(``random``, ``least_loaded``, ``best_fit``, ``min_alloc``).
 """
 
 from __future__ import annotations
@@ -50,19 +54,32 @@ class RandomScheduler(Scheduler):
         """Random feasible action per agent."""
         return (self.rng.random(mask.shape) * mask).argmax(axis=1)
 
+    def act_central(self, obs: np.ndarray, mask: np.ndarray) -> int:
+        """Central view: uniformly random feasible action (pass included)."""
+        return int((self.rng.random(np.shape(mask)) * mask).argmax())
+
 
 @register_baseline
 class LocalOnlyScheduler(Scheduler):
     """Each agent runs its head-of-queue task on its own node at the minimum allocation.
 
-    Rule: place when that fits, otherwise defer. No coordination, so no collisions. It is
-    the "no offloading" baseline of edge scheduling papers (e.g. SROLE's comparison).
+    Rule: place when that fits, otherwise defer. The minimum allocation is the lowest
+    feasible level (level 0 in ``scale`` mode; in ``grid`` mode level 0 may lie below the
+    job's minimum demand, e.g. (0 CPU, 1 GPU) in ``tapfinger-hetero6``). No coordination,
+    so no collisions. It is the "no offloading" baseline of edge scheduling papers (e.g.
+    SROLE's comparison).
     """
 
     name = "local_only"
 
     def act(self, obs, mask, state, graph=None) -> np.ndarray:
-        """Place locally at level 0 when feasible, else defer."""
+        """Place locally at the lowest feasible level, else defer."""
         n = mask.shape[0]
-        own = self.spec.action(np.zeros(n, int), np.zeros(n, int), np.zeros(n, int))
-        return np.where(mask[np.arange(n), own], own, 0)
+        own = self.spec.placement_mask(mask)[:, 0, 0, :]  # (N, L): head task, own node
+        level = own.argmax(axis=1)
+        act = self.spec.action(np.zeros(n, int), np.zeros(n, int), level)
+        return np.where(own.any(axis=1), act, 0)
+
+
+# the classic heuristics register themselves on import
+from . import heuristics  # noqa: E402, F401

@@ -509,6 +509,16 @@ class EdgeClusterSim:
         mask[:, 1:] = ok.reshape(self.num_agents, -1)
         return mask
 
+    @property
+    def level_scale(self) -> np.ndarray:
+        """(L, 3) multiplier of the minimum demand per allocation level."""
+        return self._alloc_scale
+
+    @property
+    def level_add(self) -> np.ndarray:
+        """(L, 3) absolute amount added per allocation level (grid mode)."""
+        return self._alloc_add
+
     def decode(self, actions: np.ndarray) -> tuple[np.ndarray, ...]:
         """Split placement actions into (pending slot, neighbour index, level)."""
         idx = actions - 1
