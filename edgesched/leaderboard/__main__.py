@@ -1,0 +1,174 @@
+r"""Command line: ``python -m edgesched.leaderboard {build,validate,collect,baselines}``.
+
+Run from the repository root (the default paths and the records' ``policy`` paths are
+relative to it)::
+
+    python -m edgesched.leaderboard collect --runs outputs/benchmark/edge50/<stamp> \
+        --out leaderboards/results/edge50_learned.jsonl
+    python -m edgesched.leaderboard baselines --scenarios edge10 edge50 edge100 \
+        tapfinger-hetero6 --seeds 10000..10009 --out leaderboards/results/baselines.jsonl
+    python -m edgesched.leaderboard build          # leaderboards/<scenario>.md/.csv/.png
+    python -m edgesched.leaderboard validate       # re-run entries; exit 1 on a mismatch
+
+Exit status: 0 success, 1 validation mismatch, 2 bad records or arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from .records import RecordError
+
+DEFAULT_RESULTS = Path("leaderboards") / "results"
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _sources(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    results = list(args.results or [])
+    if not results and DEFAULT_RESULTS.is_dir():
+        results = [str(DEFAULT_RESULTS)]
+    if not results and not args.runs:
+        raise RecordError(f"no records: {DEFAULT_RESULTS} does not exist and no --runs given")
+    return results, list(args.runs or [])
+
+
+def _overrides(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--override expects key=value, got {item!r}")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    """Write the leaderboards."""
+    from .build import build
+
+    results, runs = _sources(args)
+    for path in build(results, runs, args.out, reference=args.reference, plots=not args.no_png):
+        _log(f"wrote {path}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Re-run entries and compare."""
+    from .records import group_tables, load_records
+    from .validate import validate_records
+
+    results, runs = _sources(args)
+    records = load_records(results, runs)
+    tables = group_tables(records)
+    chosen = [
+        r
+        for name, recs in tables.items()
+        if not args.scenarios or name in args.scenarios
+        for r in recs
+        if not args.algos or r.data["algo"] in args.algos
+    ]
+    report = validate_records(chosen, args.root, learned_rtol=args.rtol, log=_log)
+    print(
+        f"validated {len(chosen)} records: {len(report.ok)} reproduced, "
+        f"{len(report.mismatches)} mismatched, {len(report.skipped)} skipped"
+    )
+    for line in report.skipped:
+        print(f"skipped: {line}")
+    for line in report.mismatches:
+        print(f"MISMATCH: {line}")
+    return 0 if report.passed else 1
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    """Results file from sweep runs."""
+    from .collect import collect
+
+    rows = collect(args.runs, args.out, policies=args.policies, root=args.root, log=_log)
+    _log(f"wrote {len(rows)} records to {args.out}")
+    return 0
+
+
+def cmd_baselines(args: argparse.Namespace) -> int:
+    """Results file from the registered baselines."""
+    from .collect import evaluate_baselines, parse_seeds
+
+    rows = evaluate_baselines(
+        args.scenarios,
+        parse_seeds(args.seeds),
+        args.out,
+        episodes=args.episodes,
+        names=args.baselines,
+        overrides=_overrides(args.override),
+        log=_log,
+    )
+    _log(f"wrote {len(rows)} records to {args.out}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser."""
+    p = argparse.ArgumentParser(prog="python -m edgesched.leaderboard", description=__doc__)
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def sources(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--results",
+            nargs="*",
+            help=f"JSON-lines results files or directories (default: {DEFAULT_RESULTS})",
+        )
+        sp.add_argument("--runs", nargs="*", help="sweep/run directories (every **/eval.json)")
+
+    b = sub.add_parser("build", help="write leaderboards/<scenario>.md, .csv and .png")
+    sources(b)
+    b.add_argument("--out", default="leaderboards", help="output directory")
+    b.add_argument("--reference", default="random", help="reference heuristic (score 0)")
+    b.add_argument("--no-png", action="store_true", help="skip the figures")
+    b.set_defaults(func=cmd_build)
+
+    v = sub.add_parser("validate", help="re-run entries; exit 1 if a number does not reproduce")
+    sources(v)
+    v.add_argument("--scenarios", nargs="*", help="only these scenario names")
+    v.add_argument("--algos", nargs="*", help="only these algorithms")
+    v.add_argument("--root", default=".", help="directory the records' policy paths are under")
+    v.add_argument("--rtol", type=float, default=1e-6, help="tolerance for learned entries")
+    v.set_defaults(func=cmd_validate)
+
+    c = sub.add_parser("collect", help="results file from finished sweep runs")
+    c.add_argument("--runs", nargs="+", required=True, help="sweep/run directories")
+    c.add_argument("--out", required=True, help="results file (.jsonl) to write")
+    c.add_argument("--policies", default="leaderboards/policies", help="where policies go")
+    c.add_argument("--root", default=".", help="repository root (policy paths relative to it)")
+    c.set_defaults(func=cmd_collect)
+
+    e = sub.add_parser("baselines", help="evaluate the registered baselines, write records")
+    e.add_argument("--scenarios", nargs="+", required=True)
+    e.add_argument("--seeds", nargs="+", required=True, help="e.g. 10000..10009 or 1,2,3")
+    e.add_argument("--episodes", type=int, default=1, help="episodes per evaluation seed")
+    e.add_argument("--baselines", nargs="*", help="only these (default: all registered)")
+    e.add_argument("--override", nargs="*", default=[], help="scenario parameter key=value")
+    e.add_argument("--out", required=True, help="results file (.jsonl) to write")
+    e.set_defaults(func=cmd_baselines)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, dispatch, map errors to exit status 2 with a one-line message."""
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (RecordError, KeyError, ValueError, FileNotFoundError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        print(f"edgesched.leaderboard {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,427 @@
+"""Leaderboard tables (``<scenario>.md``, ``.csv``, ``.png``) generated from raw records.
+
+One table per scenario. One row per (algorithm, shield):
+
+* learned schedulers: one run per training seed, scored on every held-out evaluation seed;
+  the score matrix is (training seeds x evaluation seeds) and the bootstrap resamples
+  training seeds independently within each evaluation seed (stratified bootstrap);
+* heuristics: one deterministic run; the "runs" of the bootstrap are the evaluation seeds.
+
+A run's score on an evaluation seed is its mean JCT over that seed's episodes. The markdown
+and CSV depend only on the records (fixed bootstrap seed, sorted rows, fixed number formats),
+so they are byte-identical for the same records.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgesched.experiment.io import atomic_write_bytes, atomic_write_text
+
+from . import stats
+from .records import Record, RecordError, group_tables, load_records
+
+REFERENCE = "random"
+NA = "n/a"
+
+
+@dataclass
+class Row:
+    """One leaderboard entry (an algorithm with a shield) and its statistics."""
+
+    algo: str
+    shield: str
+    learned: bool
+    train_seeds: list[int]
+    eval_seeds: list[int]
+    episodes: int
+    mean: stats.Estimate
+    iqm: stats.Estimate
+    metrics: dict[str, float]
+    normalized_score: float
+    p_improvement: float
+    commits: list[str]
+    config_hashes: list[str]
+    episode_jcts: list[float] = field(repr=False)
+
+
+def _score_matrix(recs: list[Record]) -> tuple[np.ndarray, list[int]]:
+    """Mean JCT per (run, evaluation seed); runs = training seeds (learned) or one heuristic."""
+    seeds = list(recs[0].data["eval_seeds"])
+    mat = np.empty((len(recs), len(seeds)))
+    for i, rec in enumerate(recs):
+        per: dict[int, list[float]] = {}
+        for row in rec.data["per_episode"]:
+            per.setdefault(row["eval_seed"], []).append(float(row["jct_mean"]))
+        mat[i] = [np.mean(per[s]) for s in seeds]
+    return mat, seeds
+
+
+def _strata(mat: np.ndarray, learned: bool) -> list[np.ndarray]:
+    # learned: one stratum per evaluation seed holding the training seeds' scores;
+    # heuristic: a single stratum whose runs are the evaluation seeds
+    return [mat[:, j] for j in range(mat.shape[1])] if learned else [mat[0]]
+
+
+def _episode_mean(rows: list[dict[str, Any]], key: str) -> float:
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def _reference_by_seed(ref: Record | None) -> dict[int, dict[int, float]]:
+    out: dict[int, dict[int, float]] = {}
+    if ref is not None:
+        for row in ref.data["per_episode"]:
+            out.setdefault(row["eval_seed"], {})[row["episode"]] = float(row["jct_mean"])
+    return out
+
+
+def compute_rows(recs: list[Record], reference: str = REFERENCE) -> list[Row]:
+    """Statistics of every (algorithm, shield) of one scenario's records, best mean JCT first."""
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for rec in recs:
+        groups.setdefault((rec.data["algo"], rec.data["shield"]), []).append(rec)
+    ref_recs = [r for r in groups.get((reference, "none"), []) if not r.learned]
+    ref = _reference_by_seed(ref_recs[0] if ref_recs else None)
+    rows = []
+    for (algo, shield), group in sorted(groups.items()):
+        group.sort(key=lambda r: r.data["train_seed"] if r.learned else -1)
+        learned = group[0].learned
+        mat, seeds = _score_matrix(group)
+        episodes = int(group[0].data["episodes_per_seed"])
+        strata = _strata(mat, learned)
+        all_rows = [row for r in group for row in r.data["per_episode"]]
+        metrics = {
+            k: _episode_mean(all_rows, k)
+            for k in (
+                "jct_p95",
+                "jct_mean_completed",
+                "collisions_proposed",
+                "collisions_executed",
+                "overload_node_slots",
+                "median_node_utilization",
+                "jobs_unfinished",
+                "jct_lower_bound_mean",
+                "makespan",
+            )
+        }
+        mean = stats.stratified_bootstrap(strata, "mean")
+        iqm = stats.stratified_bootstrap(strata, "iqm")
+        # the reference must cover the same (seed, episode) workloads
+        covered = all(s in ref and all(k in ref[s] for k in range(episodes)) for s in seeds)
+        if covered:
+            ref_seed = np.array([np.mean([ref[s][k] for k in range(episodes)]) for s in seeds])
+            norm = stats.normalized_score(
+                mean.value, float(ref_seed.mean()), metrics["jct_lower_bound_mean"]
+            )
+            # higher is better for the probability of improvement: negate the JCTs
+            poi = stats.probability_of_improvement(
+                [-mat[:, j] for j in range(len(seeds))],
+                [-ref_seed[j : j + 1] for j in range(len(seeds))],
+            )
+        else:
+            norm = poi = float("nan")
+        rows.append(
+            Row(
+                algo=algo,
+                shield=shield,
+                learned=learned,
+                train_seeds=[int(r.data["train_seed"]) for r in group] if learned else [],
+                eval_seeds=[int(s) for s in seeds],
+                episodes=episodes,
+                mean=mean,
+                iqm=iqm,
+                metrics=metrics,
+                normalized_score=norm,
+                p_improvement=poi,
+                commits=sorted({str(r.data["git_commit"]) for r in group}),
+                config_hashes=sorted({str(r.data["config_hash"]) for r in group}),
+                episode_jcts=[float(row["jct_mean"]) for row in all_rows],
+            )
+        )
+    rows.sort(key=lambda r: (r.mean.value, r.algo, r.shield))
+    return rows
+
+
+# ------------------------------------------------------------------------------ formatting
+def _f(x: float, nd: int) -> str:
+    return NA if x is None or not np.isfinite(x) else f"{x:.{nd}f}"
+
+
+def _ci(e: stats.Estimate, nd: int = 2) -> str:
+    if not (np.isfinite(e.low) and np.isfinite(e.high)):
+        return f"{_f(e.value, nd)} [{NA}]"
+    return f"{_f(e.value, nd)} [{_f(e.low, nd)}, {_f(e.high, nd)}]"
+
+
+def seed_ranges(seeds: list[int]) -> str:
+    """Compact integer list: ``[0, 1, 2, 5]`` -> ``0..2,5``."""
+    s = sorted(seeds)
+    parts, i = [], 0
+    while i < len(s):
+        j = i
+        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
+            j += 1
+        parts.append(str(s[i]) if i == j else f"{s[i]}..{s[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def _short_commit(c: str) -> str:
+    sha, dirty, _ = c.partition("-dirty")
+    return sha[:10] + ("-dirty" if dirty else "")
+
+
+def _seeds_text(row: Row) -> str:
+    ev = f"eval {seed_ranges(row.eval_seeds)} x{row.episodes} ep"
+    return f"train {seed_ranges(row.train_seeds)}; {ev}" if row.learned else ev
+
+
+def _n_seeds(row: Row) -> str:
+    return f"{len(row.train_seeds)} train" if row.learned else f"{len(row.eval_seeds)} eval"
+
+
+MD_COLUMNS = (
+    "algo",
+    "shield",
+    "kind",
+    "#seeds",
+    "mean JCT [95% CI]",
+    "IQM JCT [95% CI]",
+    "norm. score",
+    "P(better than {ref})",
+    "collisions prop. / exec.",
+    "median util.",
+    "unfinished jobs",
+    "git commit(s)",
+    "config hash(es)",
+    "seeds",
+)
+
+
+def render_markdown(
+    scenario_id: str, overrides: dict[str, Any], rows: list[Row], reference: str, n_records: int
+) -> str:
+    """The ``<scenario>.md`` leaderboard."""
+    name = scenario_id.rpartition("-v")[0]
+    ov = ", ".join(f"`{k}={v!r}`" for k, v in sorted(overrides.items())) or "none"
+    head = [c.format(ref=reference) for c in MD_COLUMNS]
+    lines = [
+        f"# Leaderboard: {name} (`{scenario_id}`)",
+        "",
+        "<!-- Generated by `python -m edgesched.leaderboard build` from the raw records in "
+        "leaderboards/results/. Do not edit by hand: tests/test_leaderboard.py checks that "
+        "this file is byte-identical to the generated one. -->",
+        "",
+        f"Scenario `{scenario_id}`, environment overrides: {ov}. {n_records} raw records. "
+        "JCT = job completion time in slots (arrival to finish; jobs unfinished at the end "
+        "of an episode count with their time so far); lower is better. Protocol and "
+        "statistics: [README](README.md).",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join("---" for _ in head) + "|",
+    ]
+    for r in rows:
+        m = r.metrics
+        cells = [
+            r.algo,
+            r.shield,
+            "learned" if r.learned else "heuristic",
+            _n_seeds(r),
+            _ci(r.mean),
+            _ci(r.iqm),
+            _f(r.normalized_score, 3),
+            _f(r.p_improvement, 2),
+            f"{_f(m['collisions_proposed'], 1)} / {_f(m['collisions_executed'], 1)}",
+            _f(m["median_node_utilization"], 3),
+            _f(m["jobs_unfinished"], 1),
+            " ".join(_short_commit(c) for c in r.commits),
+            " ".join(r.config_hashes),
+            _seeds_text(r),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Mean and IQM (interquartile mean) of the per-seed mean JCT, with 95% stratified "
+        "bootstrap percentile CIs (learned: training seeds resampled within each evaluation "
+        "seed; heuristics: evaluation seeds resampled). Normalized score = (JCT_random - "
+        "JCT) / (JCT_random - JCT_bound), JCT_bound = mean per-job lower bound (each job "
+        f"alone at its best allocation). P(better than {reference}) = Mann-Whitney U / (n m) "
+        f"against {reference} on each evaluation seed, averaged over seeds. Collisions, "
+        "utilization and unfinished jobs are means per episode.",
+        "",
+        f"![{name}]({name}.png)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+CSV_COLUMNS = (
+    "scenario",
+    "algo",
+    "shield",
+    "kind",
+    "n_train_seeds",
+    "n_eval_seeds",
+    "episodes_per_seed",
+    "jct_mean",
+    "jct_mean_ci_low",
+    "jct_mean_ci_high",
+    "jct_iqm",
+    "jct_iqm_ci_low",
+    "jct_iqm_ci_high",
+    "normalized_score",
+    "p_improvement_vs_reference",
+    "reference",
+    "jct_p95",
+    "jct_mean_completed",
+    "jct_lower_bound_mean",
+    "makespan",
+    "collisions_proposed",
+    "collisions_executed",
+    "overload_node_slots",
+    "median_node_utilization",
+    "jobs_unfinished",
+    "git_commits",
+    "config_hashes",
+    "train_seeds",
+    "eval_seeds",
+)
+
+
+def render_csv(scenario_id: str, rows: list[Row], reference: str) -> str:
+    """The ``<scenario>.csv`` leaderboard (full precision, same rows as the markdown)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+
+    def g(x: float) -> str:
+        return "" if x is None or not np.isfinite(x) else f"{x:.6f}"
+
+    for r in rows:
+        m = r.metrics
+        w.writerow(
+            [
+                scenario_id,
+                r.algo,
+                r.shield,
+                "learned" if r.learned else "heuristic",
+                len(r.train_seeds),
+                len(r.eval_seeds),
+                r.episodes,
+                g(r.mean.value),
+                g(r.mean.low),
+                g(r.mean.high),
+                g(r.iqm.value),
+                g(r.iqm.low),
+                g(r.iqm.high),
+                g(r.normalized_score),
+                g(r.p_improvement),
+                reference,
+                *(
+                    g(m[k])
+                    for k in (
+                        "jct_p95",
+                        "jct_mean_completed",
+                        "jct_lower_bound_mean",
+                        "makespan",
+                        "collisions_proposed",
+                        "collisions_executed",
+                        "overload_node_slots",
+                        "median_node_utilization",
+                        "jobs_unfinished",
+                    )
+                ),
+                " ".join(r.commits),
+                " ".join(r.config_hashes),
+                " ".join(map(str, r.train_seeds)),
+                " ".join(map(str, r.eval_seeds)),
+            ]
+        )
+    return buf.getvalue()
+
+
+def render_png(scenario_id: str, rows: list[Row]) -> bytes:
+    """Bar chart of mean JCT with 95% CIs, and the CDF of per-episode mean JCT per entry."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [r.algo if r.shield == "none" else f"{r.algo}+{r.shield}" for r in rows]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, max(3.5, 0.35 * len(rows) + 1.5)))
+    y = np.arange(len(rows))
+    vals = np.array([r.mean.value for r in rows])
+    lo = np.array([r.mean.value - r.mean.low if np.isfinite(r.mean.low) else 0 for r in rows])
+    hi = np.array([r.mean.high - r.mean.value if np.isfinite(r.mean.high) else 0 for r in rows])
+    colors = ["tab:blue" if r.learned else "tab:gray" for r in rows]
+    ax1.barh(y, vals, xerr=np.vstack([lo, hi]), color=colors, capsize=3)
+    ax1.set_yticks(y, labels)
+    ax1.invert_yaxis()
+    ax1.set_xlabel("mean JCT (slots), 95% CI")
+    ax1.set_title(f"{scenario_id}: mean JCT (blue: learned, gray: heuristic)")
+    cmap = plt.get_cmap("tab20")
+    for i, (r, lab) in enumerate(zip(rows, labels, strict=True)):
+        x = np.sort(r.episode_jcts)
+        style = "-" if r.learned else "--"
+        ax2.step(
+            x,
+            np.arange(1, len(x) + 1) / len(x),
+            where="post",
+            label=lab,
+            color=cmap(i % 20),
+            linestyle=style,
+        )
+    ax2.set_xlabel("per-episode mean JCT (slots)")
+    ax2.set_ylabel("fraction of evaluation episodes")
+    ax2.set_title("CDF of per-episode mean JCT (solid: learned)")
+    ax2.legend(fontsize=7, loc="lower right")
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def build(
+    results: list[str | Path] | None = None,
+    runs: list[str | Path] | None = None,
+    out: str | Path = "leaderboards",
+    *,
+    reference: str = REFERENCE,
+    plots: bool = True,
+) -> list[Path]:
+    """Write ``<out>/<scenario>.md``, ``.csv`` (and ``.png``) for every scenario with records.
+
+    Returns:
+        The files written.
+
+    Raises:
+        RecordError: a bad record (naming its file and the record) or no record at all.
+    """
+    records = load_records(results or [], runs or [])
+    if not records:
+        raise RecordError(f"no records found in results={results} runs={runs}")
+    out = Path(out)
+    written = []
+    for name, recs in group_tables(records).items():
+        scenario_id = recs[0].data["scenario"]
+        rows = compute_rows(recs, reference)
+        md = render_markdown(scenario_id, recs[0].data["env_overrides"], rows, reference, len(recs))
+        atomic_write_text(out / f"{name}.md", md)
+        atomic_write_text(out / f"{name}.csv", render_csv(scenario_id, rows, reference))
+        written += [out / f"{name}.md", out / f"{name}.csv"]
+        if plots:
+            atomic_write_bytes(out / f"{name}.png", render_png(scenario_id, rows))
+            written.append(out / f"{name}.png")
+    return written
+
+
+__all__ = ["Row", "build", "compute_rows", "render_csv", "render_markdown", "seed_ranges"]

@@ -1,0 +1,160 @@
+"""Aggregate statistics of the leaderboards (DESIGN §6), computed with scipy.
+
+The estimators follow Agarwal et al., "Deep RL at the Edge of the Statistical Precipice"
+(NeurIPS 2021, the ``rliable`` library): point estimates over a score matrix of shape
+``(runs, strata)``, 95% percentile confidence intervals from a *stratified* bootstrap (runs are
+resampled with replacement independently within each stratum) and the probability of
+improvement as the Mann-Whitney U statistic normalised by ``n * m``, averaged over strata.
+
+``rliable`` itself is not used: it installs here, but its pinned dependency ``arch<8`` fails
+to import with the pandas 3 that pip resolves next to it. The same estimators come from scipy
+instead: :func:`scipy.stats.trim_mean` (what ``rliable.metrics.aggregate_iqm`` calls),
+:func:`scipy.stats.bootstrap` with one sample per stratum (scipy resamples each sample
+independently, which *is* the stratified bootstrap) and :func:`scipy.stats.mannwhitneyu`.
+Every bootstrap uses a fixed seed, so the leaderboards are reproducible byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+CONFIDENCE = 0.95
+N_RESAMPLES = 10_000
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its confidence interval (NaN bounds when it cannot be computed).
+
+    Attributes:
+        value: the statistic on the observed scores.
+        low: lower bound of the confidence interval.
+        high: upper bound of the confidence interval.
+    """
+
+    value: float
+    low: float
+    high: float
+
+
+def _flat(strata: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
+    if isinstance(strata, np.ndarray):
+        return strata.astype(np.float64).ravel()
+    return np.concatenate([np.asarray(s, np.float64).ravel() for s in strata])
+
+
+def aggregate_mean(scores: Sequence[np.ndarray] | np.ndarray) -> float:
+    """Mean over every score of every stratum."""
+    return float(np.mean(_flat(scores)))
+
+
+def iqm(scores: Sequence[np.ndarray] | np.ndarray) -> float:
+    """Interquartile mean: the mean of the middle 50% of all scores.
+
+    ``scipy.stats.trim_mean(x, 0.25)`` semantics (also rliable's ``aggregate_iqm``):
+    ``int(0.25 * n)`` scores are cut from each end of the sorted scores.
+    """
+    return float(stats.trim_mean(_flat(scores), 0.25))
+
+
+def _mean_stat(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.concatenate(samples, axis=axis).mean(axis=axis)
+
+
+def _iqm_stat(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
+    return stats.trim_mean(np.concatenate(samples, axis=axis), 0.25, axis=axis)
+
+
+STATISTICS: dict[str, tuple[Callable[..., float], Callable[..., np.ndarray]]] = {
+    "mean": (aggregate_mean, _mean_stat),
+    "iqm": (iqm, _iqm_stat),
+}
+
+
+def stratified_bootstrap(
+    strata: Sequence[np.ndarray],
+    statistic: str = "mean",
+    *,
+    confidence: float = CONFIDENCE,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+) -> Estimate:
+    """Point estimate and stratified-bootstrap percentile CI of ``statistic``.
+
+    Args:
+        strata: one 1-D array of run scores per stratum; every bootstrap replicate resamples
+            each stratum's runs with replacement, independently of the other strata, and
+            applies the statistic to all resampled scores together.
+        statistic: ``mean`` or ``iqm``.
+        confidence: confidence level of the interval.
+        n_resamples: bootstrap replicates.
+        seed: seed of the bootstrap's generator (fixed: reproducible intervals).
+
+    Returns:
+        The estimate; the interval is NaN when a stratum holds fewer than two runs.
+    """
+    point, vectorized = STATISTICS[statistic]
+    data = tuple(np.asarray(s, np.float64).ravel() for s in strata)
+    value = point(data)
+    if not data or min(len(s) for s in data) < 2:
+        return Estimate(value, float("nan"), float("nan"))
+    res = stats.bootstrap(
+        data,
+        vectorized,
+        n_resamples=n_resamples,
+        vectorized=True,
+        paired=False,
+        axis=-1,
+        confidence_level=confidence,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    ci = res.confidence_interval
+    return Estimate(value, float(ci.low), float(ci.high))
+
+
+def probability_of_improvement(
+    x_strata: Sequence[np.ndarray], y_strata: Sequence[np.ndarray]
+) -> float:
+    """P(X > Y): a run of X scores higher than a run of Y on the same stratum.
+
+    Per stratum, the Mann-Whitney U statistic of X against Y divided by ``n * m`` (the
+    fraction of run pairs where X wins, ties counting one half); averaged over strata
+    (rliable's ``probability_of_improvement`` with strata as tasks). Higher scores are
+    better: pass negated costs such as JCT.
+    """
+    if len(x_strata) != len(y_strata) or not x_strata:
+        raise ValueError("probability_of_improvement needs the same, non-empty list of strata")
+    per = []
+    for x, y in zip(x_strata, y_strata, strict=True):
+        x = np.asarray(x, np.float64).ravel()
+        y = np.asarray(y, np.float64).ravel()
+        u = stats.mannwhitneyu(x, y, alternative="two-sided", method="asymptotic").statistic
+        per.append(float(u) / (len(x) * len(y)))
+    return float(np.mean(per))
+
+
+def normalized_score(jct_algo: float, jct_random: float, jct_bound: float) -> float:
+    """(JCT_random - JCT_algo) / (JCT_random - JCT_bound): 0 = random, 1 = the lower bound."""
+    denom = jct_random - jct_bound
+    if not np.isfinite(denom) or denom <= 0:
+        return float("nan")
+    return float((jct_random - jct_algo) / denom)
+
+
+__all__ = [
+    "CONFIDENCE",
+    "N_RESAMPLES",
+    "SEED",
+    "Estimate",
+    "aggregate_mean",
+    "iqm",
+    "normalized_score",
+    "probability_of_improvement",
+    "stratified_bootstrap",
+]

@@ -1,0 +1,185 @@
+"""Re-run leaderboard entries from their records and check that every number reproduces.
+
+* Heuristics are re-evaluated with the record's scenario, overrides, evaluation seeds and
+  episodes; the simulator is deterministic, so every per-episode number must match exactly.
+* Learned entries whose record names a ``policy`` file (a path relative to the repository,
+  set by ``collect``) are reloaded with :func:`edgesched.experiment.evaluation.load_policy`
+  and re-evaluated greedily; numbers must match within a small relative tolerance.
+* Entries that cannot be re-run here (learned without a policy file, a shield that is not
+  registered) are reported as skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgesched.experiment.io import to_jsonable
+
+from .records import Record
+
+LEARNED_RTOL = 1e-6
+
+
+@dataclass
+class ValidationReport:
+    """Outcome of :func:`validate_records`."""
+
+    ok: list[str] = field(default_factory=list)
+    mismatches: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """True when no entry failed to reproduce."""
+        return not self.mismatches
+
+
+def diff(recorded: Any, fresh: Any, rtol: float, path: str = "") -> list[str]:
+    """Differences between a recorded and a recomputed value (numbers within ``rtol``)."""
+    if isinstance(recorded, dict) and isinstance(fresh, dict):
+        out = []
+        for k in sorted(set(recorded) | set(fresh)):
+            if k not in recorded or k not in fresh:
+                out.append(f"{path}.{k}: only in {'record' if k in recorded else 'rerun'}")
+            else:
+                out += diff(recorded[k], fresh[k], rtol, f"{path}.{k}")
+        return out
+    if isinstance(recorded, list) and isinstance(fresh, list):
+        if len(recorded) != len(fresh):
+            return [f"{path}: length {len(recorded)} recorded, {len(fresh)} re-run"]
+        out = []
+        for i, (a, b) in enumerate(zip(recorded, fresh, strict=True)):
+            out += diff(a, b, rtol, f"{path}[{i}]")
+        return out
+    numbers = (int, float)
+    if (
+        isinstance(recorded, numbers)
+        and isinstance(fresh, numbers)
+        and not isinstance(recorded, bool)
+        and not isinstance(fresh, bool)
+    ):
+        if recorded == fresh or math.isclose(recorded, fresh, rel_tol=rtol, abs_tol=rtol * 1e-3):
+            return []
+        return [f"{path}: recorded {recorded!r}, re-run {fresh!r}"]
+    if recorded != fresh:
+        return [f"{path}: recorded {recorded!r}, re-run {fresh!r}"]
+    return []
+
+
+def _fresh(result: dict[str, Any]) -> dict[str, Any]:
+    # the same JSON round trip as the written record (NaN -> null, tuples -> lists)
+    return json.loads(json.dumps(to_jsonable(result), allow_nan=False))
+
+
+def _compare(rec: Record, result: dict[str, Any], rtol: float) -> list[str]:
+    d = rec.data
+
+    def key(row: dict[str, Any]) -> tuple[int, int]:
+        return row["eval_seed"], row["episode"]
+
+    fresh = _fresh(result)
+    out = diff(
+        sorted(d["per_episode"], key=key),
+        sorted(fresh["per_episode"], key=key),
+        rtol,
+        "per_episode",
+    )
+    out += diff(d["summary"], fresh["summary"], rtol, "summary")
+    return out
+
+
+def rerun_heuristic(rec: Record) -> dict[str, Any]:
+    """Evaluate the record's heuristic exactly as ``evaluate_baseline`` did."""
+    from edgesched.baselines import make_baseline
+    from edgesched.envs.core import EdgeClusterSim
+    from edgesched.envs.scenarios import get_scenario
+    from edgesched.experiment.evaluation import evaluate_scheduler
+    from edgesched.policy import EnvSpec
+
+    d = rec.data
+    scenario = get_scenario(rec.scenario_name)
+    sim = EdgeClusterSim(scenario.config(**d["env_overrides"]), scenario_id=scenario.id)
+    policy = make_baseline(d["algo"], EnvSpec.of(sim), seed=0)
+    return evaluate_scheduler(
+        policy, rec.scenario_name, d["env_overrides"], d["eval_seeds"], d["episodes_per_seed"]
+    )
+
+
+def rerun_learned(rec: Record, root: Path) -> dict[str, Any]:
+    """Reload the record's ``policy`` file and evaluate it greedily on the record's seeds."""
+    import torch
+
+    from edgesched.experiment.evaluation import evaluate_scheduler, load_policy
+
+    torch.set_num_threads(1)  # as in training's final evaluation (experiment.threads)
+    d = rec.data
+    path = root / d["policy"]
+    if not path.is_file():
+        raise FileNotFoundError(f"policy file {d['policy']!r} not found under {root}")
+    policy, _, _ = load_policy(str(path))
+    return evaluate_scheduler(
+        policy, rec.scenario_name, d["env_overrides"], d["eval_seeds"], d["episodes_per_seed"]
+    )
+
+
+def validate_records(
+    records: list[Record],
+    root: str | Path = ".",
+    *,
+    learned_rtol: float = LEARNED_RTOL,
+    log: Any = None,
+) -> ValidationReport:
+    """Re-run every re-runnable record and compare its numbers with the recorded ones.
+
+    Args:
+        records: records to check (already validated by ``load_records``/``group_tables``).
+        root: directory that ``policy`` paths are relative to (the repository).
+        learned_rtol: relative tolerance for learned entries (heuristics: exact).
+        log: optional callable receiving one progress line per record.
+    """
+    from edgesched.baselines import list_baselines
+    from edgesched.shields import list_shields
+
+    report = ValidationReport()
+    root = Path(root)
+    for rec in records:
+        d = rec.data
+        tag = f"{rec.where} {rec.label}"
+        try:
+            if d["shield"] != "none" and d["shield"] not in list_shields():
+                report.skipped.append(f"{tag}: shield {d['shield']!r} is not registered here")
+                status = "skipped"
+            elif not rec.learned:
+                if d["algo"] not in list_baselines():
+                    report.mismatches.append(
+                        f"{tag}: unknown baseline {d['algo']!r}; registered: {list_baselines()}"
+                    )
+                    status = "MISMATCH"
+                else:
+                    problems = _compare(rec, rerun_heuristic(rec), 0.0)
+                    status = "MISMATCH" if problems else "ok"
+                    if problems:
+                        report.mismatches.append(f"{tag}: " + "; ".join(problems[:10]))
+            elif d.get("policy"):
+                problems = _compare(rec, rerun_learned(rec, root), learned_rtol)
+                status = "MISMATCH" if problems else "ok"
+                if problems:
+                    report.mismatches.append(f"{tag}: " + "; ".join(problems[:10]))
+            else:
+                report.skipped.append(f"{tag}: learned entry without a policy file")
+                status = "skipped"
+        except (FileNotFoundError, KeyError, ValueError) as exc:
+            report.mismatches.append(f"{tag}: cannot re-run: {exc}")
+            status = "MISMATCH"
+        if status == "ok":
+            report.ok.append(tag)
+        if log is not None:
+            log(f"{status:8s} {tag}")
+    return report
+
+
+__all__ = ["LEARNED_RTOL", "ValidationReport", "diff", "validate_records"]

@@ -1,0 +1,247 @@
+"""Leaderboard statistics, records, generated tables and validation (DESIGN §6).
+
+Fixture: ``tests/fixtures/leaderboard/records.jsonl`` holds raw records on edge10 with
+``max_slots=20`` (4 evaluation seeds): the ``random`` and ``local_only`` baselines as written
+by ``evaluate_baseline``, and MAPPO/IPPO records (3 training seeds) from a smoke sweep
+(``train.py -m +benchmark=edge10 experiment=smoke +env.overrides.max_slots=20``) trimmed to
+those seeds. After an intended change of the table format, regenerate the expected files with
+
+    python -m edgesched.leaderboard build --results tests/fixtures/leaderboard/records.jsonl \
+        --out tests/fixtures/leaderboard/expected --no-png
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from edgesched.leaderboard import stats
+from edgesched.leaderboard.__main__ import main
+from edgesched.leaderboard.build import build, compute_rows
+from edgesched.leaderboard.collect import collect, parse_seeds
+from edgesched.leaderboard.records import RecordError, group_tables, load_records
+from edgesched.leaderboard.validate import validate_records
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "leaderboard"
+RECORDS = FIXTURES / "records.jsonl"
+
+
+def _fixture_rows() -> list[dict]:
+    return [json.loads(line) for line in RECORDS.read_text().splitlines()]
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+# ----------------------------------------------------------------------------- statistics
+def test_iqm_of_known_vectors_is_exact():
+    assert stats.iqm(np.arange(1.0, 9.0)) == 4.5  # middle of 1..8: 3, 4, 5, 6
+    assert stats.iqm([10.0, 1.0, 100.0, 2.0, 3.0, 4.0, 5.0, -50.0]) == 3.5
+    # n = 10: int(2.5) = 2 cut from each end, as scipy.stats.trim_mean(x, 0.25)
+    x = np.array([0.0, 1, 2, 3, 4, 5, 6, 7, 8, 1000])
+    assert stats.iqm(x) == 4.5
+    assert stats.iqm([np.array([1.0, 2.0]), np.array([3.0, 4.0])]) == 2.5
+
+
+@pytest.mark.parametrize("statistic", ["mean", "iqm"])
+def test_bootstrap_ci_matches_scipy(statistic):
+    x = np.random.default_rng(7).normal(10.0, 2.0, size=40)
+    ours = stats.stratified_bootstrap([x], statistic)
+    fn = np.mean if statistic == "mean" else (lambda a, axis: sps.trim_mean(a, 0.25, axis=axis))
+    ref = sps.bootstrap(
+        (x,), fn, method="percentile", n_resamples=20_000, rng=np.random.default_rng(123)
+    ).confidence_interval
+    point = x.mean() if statistic == "mean" else sps.trim_mean(x, 0.25)
+    assert ours.value == pytest.approx(point, abs=1e-12)
+    assert ours.low == pytest.approx(ref.low, abs=0.05)
+    assert ours.high == pytest.approx(ref.high, abs=0.05)
+    assert ours.low < point < ours.high
+    # fixed seed: the same interval every time
+    assert stats.stratified_bootstrap([x], statistic) == ours
+
+
+def test_stratified_bootstrap_resamples_within_strata():
+    rng = np.random.default_rng(3)
+    strata = [rng.normal(0, 1, 6), rng.normal(50, 1, 6)]
+    ours = stats.stratified_bootstrap(strata, "mean")
+    # reference: resample each stratum independently (numpy), pool, take the mean
+    g = np.random.default_rng(11)
+    reps = [
+        np.concatenate([g.choice(s, size=len(s), replace=True) for s in strata]).mean()
+        for _ in range(20_000)
+    ]
+    lo, hi = np.percentile(reps, [2.5, 97.5])
+    assert ours.low == pytest.approx(lo, abs=0.05)
+    assert ours.high == pytest.approx(hi, abs=0.05)
+    # an unstratified bootstrap mixing the two groups would be far wider
+    assert ours.high - ours.low < 2.0
+    one = stats.stratified_bootstrap([np.array([3.0])], "mean")
+    assert one.value == 3.0 and np.isnan(one.low) and np.isnan(one.high)
+
+
+def test_probability_of_improvement_and_normalized_score():
+    better, worse = [np.array([3.0, 4.0])], [np.array([1.0, 2.0])]
+    assert stats.probability_of_improvement(better, worse) == 1.0
+    assert stats.probability_of_improvement(worse, better) == 0.0
+    assert stats.probability_of_improvement([np.array([1.0])], [np.array([1.0])]) == 0.5
+    # averaged over strata
+    assert stats.probability_of_improvement(
+        [np.array([2.0]), np.array([0.0])], [np.array([1.0]), np.array([1.0])]
+    ) == pytest.approx(0.5)
+    assert stats.normalized_score(10.0, 10.0, 2.0) == 0.0
+    assert stats.normalized_score(2.0, 10.0, 2.0) == 1.0
+    assert stats.normalized_score(6.0, 10.0, 2.0) == 0.5
+
+
+# -------------------------------------------------------------------------------- build
+def test_build_fixture_matches_expected_table(tmp_path):
+    written = build([RECORDS], [], tmp_path, plots=False)
+    assert sorted(p.name for p in written) == ["edge10.csv", "edge10.md"]
+    for name in ("edge10.md", "edge10.csv"):
+        assert (tmp_path / name).read_bytes() == (FIXTURES / "expected" / name).read_bytes(), name
+
+
+def test_fixture_numbers_match_a_direct_computation():
+    rows = {r.algo: r for r in compute_rows(load_records([RECORDS]))}
+    recs = {(d["algo"], d["train_seed"]): d for d in _fixture_rows()}
+    rnd = np.array([e["jct_mean"] for e in recs["random", None]["per_episode"]])
+    loc = recs["local_only", None]["per_episode"]
+    loc_jct = np.array([e["jct_mean"] for e in loc])
+    bound = np.mean([e["jct_lower_bound_mean"] for e in loc])
+    r = rows["local_only"]
+    assert r.mean.value == pytest.approx(loc_jct.mean())
+    assert r.iqm.value == pytest.approx(sps.trim_mean(loc_jct, 0.25))
+    assert r.normalized_score == pytest.approx((rnd.mean() - loc_jct.mean()) / (rnd.mean() - bound))
+    assert r.p_improvement == pytest.approx(np.mean((loc_jct < rnd) + 0.5 * (loc_jct == rnd)))
+    m = rows["mappo"]
+    mappo = [recs["mappo", s]["summary"]["jct_mean"] for s in (0, 1, 2)]
+    assert m.mean.value == pytest.approx(np.mean(mappo)) and m.train_seeds == [0, 1, 2]
+
+
+def test_build_writes_png_and_is_deterministic(tmp_path):
+    assert main(["build", "--results", str(RECORDS), "--out", str(tmp_path / "a")]) == 0
+    build([RECORDS], [], tmp_path / "b")
+    assert (tmp_path / "a" / "edge10.png").stat().st_size > 1000
+    for name in ("edge10.md", "edge10.csv"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_committed_leaderboards_are_generated(tmp_path):
+    committed = sorted(
+        p for p in (ROOT / "leaderboards").glob("*.md") if p.name.lower() != "readme.md"
+    )
+    results = ROOT / "leaderboards" / "results"
+    if not committed:
+        pytest.skip("no leaderboards/<scenario>.md committed yet")
+    assert results.is_dir(), "leaderboards/*.md exist but leaderboards/results/ does not"
+    build([results], [], tmp_path, plots=False)
+    for md in committed:
+        fresh = tmp_path / md.name
+        assert fresh.exists(), f"{md.name} is not generated from leaderboards/results/"
+        assert md.read_bytes() == fresh.read_bytes(), (
+            f"leaderboards/{md.name} differs from `python -m edgesched.leaderboard build`"
+        )
+        csv = md.with_suffix(".csv")
+        assert csv.read_bytes() == (tmp_path / csv.name).read_bytes(), csv.name
+
+
+# ---------------------------------------------------------------------------- bad records
+def test_missing_field_names_file_line_and_record(tmp_path):
+    rows = _fixture_rows()
+    del rows[3]["config_hash"]
+    path = _write(tmp_path / "bad.jsonl", rows)
+    with pytest.raises(RecordError) as err:
+        load_records([path])
+    msg = str(err.value)
+    assert f"{path}:4" in msg and "algo='local_only'" in msg and "config_hash" in msg
+
+
+def test_unknown_scenario_version_is_rejected(tmp_path):
+    rows = _fixture_rows()
+    for r in rows:
+        r["scenario"] = "edge10-v7"
+    path = _write(tmp_path / "stale.jsonl", rows)
+    with pytest.raises(RecordError) as err:
+        group_tables(load_records([path]))
+    msg = str(err.value)
+    assert str(path) in msg and "edge10-v7" in msg and "edge10-v0" in msg and "algo=" in msg
+    rows[0]["scenario"] = "edge11-v0"
+    path = _write(tmp_path / "unknown.jsonl", rows[:1])
+    with pytest.raises(RecordError, match=r"unknown\.jsonl:1: .*unknown scenario 'edge11-v0'"):
+        load_records([path])
+
+
+def test_mixed_versions_in_one_table_are_rejected(tmp_path):
+    rows = _fixture_rows()
+    rows[-1]["scenario"] = "edge10-v1"
+    a = _write(tmp_path / "a.jsonl", rows[:-1])
+    b = _write(tmp_path / "b.jsonl", rows[-1:])
+    with pytest.raises(RecordError) as err:
+        build([a, b], [], tmp_path / "out", plots=False)
+    msg = str(err.value)
+    assert "mixes scenario versions" in msg and f"{b}:1" in msg and "edge10-v1" in msg
+    assert "algo='random'" in msg
+    assert main(["build", "--results", str(a), str(b), "--out", str(tmp_path / "o")]) == 2
+
+
+def test_duplicate_and_inconsistent_records_are_rejected(tmp_path):
+    rows = _fixture_rows()
+    dup = _write(tmp_path / "dup.jsonl", [*rows, rows[-1]])
+    with pytest.raises(RecordError, match="duplicate entry"):
+        group_tables(load_records([dup]))
+    other = copy.deepcopy(rows)
+    other[0]["env_overrides"] = {"max_slots": 30}
+    with pytest.raises(RecordError, match="mixes env_overrides"):
+        group_tables(load_records([_write(tmp_path / "ov.jsonl", other)]))
+    bad = copy.deepcopy(rows)
+    bad[0]["per_episode"] = bad[0]["per_episode"][:-1]
+    with pytest.raises(
+        RecordError, match=r"bad\.jsonl:1: .*per_episode covers other .* missing \[\(10003, 0\)\]"
+    ):
+        load_records([_write(tmp_path / "bad.jsonl", bad)])
+
+
+# ------------------------------------------------------------------------------ validate
+def test_validate_reproduces_heuristics_and_detects_tampering(tmp_path, capsys):
+    rows = _fixture_rows()
+    heuristics = [r for r in rows if r["train_seed"] is None]
+    good = _write(tmp_path / "good.jsonl", heuristics)
+    report = validate_records(load_records([good]))
+    assert report.passed and len(report.ok) == 2
+
+    tampered = copy.deepcopy(heuristics)
+    tampered[1]["per_episode"][2]["jct_mean"] += 0.01  # random, third episode
+    bad = _write(tmp_path / "tampered.jsonl", tampered)
+    report = validate_records(load_records([bad]))
+    assert not report.passed and len(report.mismatches) == 1
+    assert "tampered.jsonl:2" in report.mismatches[0]
+    assert "per_episode[2].jct_mean" in report.mismatches[0]
+    assert main(["validate", "--results", str(bad)]) == 1
+    assert "MISMATCH" in capsys.readouterr().out
+    # learned entries without a policy file are skipped, not failed
+    learned = _write(tmp_path / "learned.jsonl", [r for r in rows if r["train_seed"] is not None])
+    report = validate_records(load_records([learned]))
+    assert report.passed and len(report.skipped) == 6
+
+
+def test_collect_copies_policies_and_sets_paths(tmp_path):
+    rows = [r for r in _fixture_rows() if r["algo"] == "mappo"]
+    for r in rows:
+        run = tmp_path / "sweep" / f"seed{r['train_seed']}"
+        run.mkdir(parents=True)
+        (run / "eval.json").write_text(json.dumps(r))
+        (run / "policy.pt").write_bytes(b"weights%d" % r["train_seed"])
+    out = tmp_path / "results" / "learned.jsonl"
+    collect([tmp_path / "sweep"], out, policies=tmp_path / "pol", root=tmp_path)
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["policy"] for r in got] == [f"pol/edge10/mappo_seed{k}.pt" for k in (0, 1, 2)]
+    assert (tmp_path / "pol/edge10/mappo_seed1.pt").read_bytes() == b"weights1"
+    assert parse_seeds(["10000..10002", "7,9"]) == [10000, 10001, 10002, 7, 9]
