@@ -245,3 +245,15 @@ def test_collect_copies_policies_and_sets_paths(tmp_path):
     assert [r["policy"] for r in got] == [f"pol/edge10/mappo_seed{k}.pt" for k in (0, 1, 2)]
     assert (tmp_path / "pol/edge10/mappo_seed1.pt").read_bytes() == b"weights1"
     assert parse_seeds(["10000..10002", "7,9"]) == [10000, 10001, 10002, 7, 9]
+
+
+def test_readme_shows_the_generated_edge50_table():
+    from edgesched.leaderboard.build import README_END, README_START, table_lines
+
+    root = Path(__file__).resolve().parents[1]
+    md = root / "leaderboards" / "edge50.md"
+    if not md.exists():
+        pytest.skip("no leaderboards/edge50.md committed yet")
+    readme = (root / "README.md").read_text()
+    region = readme.partition(README_START)[2].partition(README_END)[0]
+    assert region.strip() == table_lines(md.read_text()).strip()

@@ -51,11 +51,17 @@ def _overrides(items: list[str]) -> dict:
 
 def cmd_build(args: argparse.Namespace) -> int:
     """Write the leaderboards."""
-    from .build import build
+    from pathlib import Path
+
+    from .build import README_SCENARIO, build, sync_readme
 
     results, runs = _sources(args)
     for path in build(results, runs, args.out, reference=args.reference, plots=not args.no_png):
         _log(f"wrote {path}")
+    table = Path(args.out) / f"{README_SCENARIO}.md"
+    readme_ok = args.readme and Path(args.readme).exists() and table.exists()
+    if readme_ok and sync_readme(args.readme, table):
+        _log(f"updated the {README_SCENARIO} table in {args.readme}")
     return 0
 
 
@@ -131,6 +137,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default="leaderboards", help="output directory")
     b.add_argument("--reference", default="random", help="reference heuristic (score 0)")
     b.add_argument("--no-png", action="store_true", help="skip the figures")
+    b.add_argument(
+        "--readme",
+        default="README.md",
+        help="copy the edge50 table into this file between its markers ('' to skip)",
+    )
     b.set_defaults(func=cmd_build)
 
     v = sub.add_parser("validate", help="re-run entries; exit 1 if a number does not reproduce")

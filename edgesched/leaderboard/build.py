@@ -424,4 +424,42 @@ def build(
     return written
 
 
-__all__ = ["Row", "build", "compute_rows", "render_csv", "render_markdown", "seed_ranges"]
+README_SCENARIO = "edge50"
+README_START = "<!-- leaderboard:edge50:start (python -m edgesched.leaderboard build) -->"
+README_END = "<!-- leaderboard:edge50:end -->"
+
+
+def table_lines(md: str) -> str:
+    """The table rows of a generated leaderboard markdown file."""
+    return "\n".join(line for line in md.splitlines() if line.startswith("|")) + "\n"
+
+
+def sync_readme(readme: str | Path, leaderboard_md: str | Path) -> bool:
+    """Copy the edge50 table into the README between its markers (no hand-typed numbers).
+
+    Returns:
+        Whether the README holds the markers (and was brought up to date).
+    """
+    readme = Path(readme)
+    text = readme.read_text()
+    if README_START not in text or README_END not in text:
+        return False
+    head, _, rest = text.partition(README_START)
+    _, _, tail = rest.partition(README_END)
+    table = table_lines(Path(leaderboard_md).read_text())
+    new = f"{head}{README_START}\n{table}{README_END}{tail}"
+    if new != text:
+        atomic_write_text(readme, new)
+    return True
+
+
+__all__ = [
+    "Row",
+    "build",
+    "compute_rows",
+    "render_csv",
+    "render_markdown",
+    "seed_ranges",
+    "sync_readme",
+    "table_lines",
+]
