@@ -285,24 +285,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         buf,
     )
     atomic_write_bytes(run_dir / "policy.pt", buf.getvalue())
-    policy = LearnedScheduler(spec, trainer, cfg.algo.name)
-    result = evaluate_scheduler(
-        policy,
-        cfg.env.name,
-        dict(cfg.env.overrides),
-        list(exp.eval_seeds),
-        int(exp.eval_episodes),
-    )
-    record = make_record(
-        env_name=cfg.env.name,
-        env_overrides=dict(cfg.env.overrides),
-        algo=cfg.algo.name,
-        shield=cfg.shield.name,
-        train_seed=int(cfg.seed),
-        eval_seeds=list(exp.eval_seeds),
-        episodes=int(exp.eval_episodes),
-        result=result,
-        config=_comparable(cfg),
+    record = _evaluate_and_record(
+        cfg, spec, trainer, list(exp.eval_seeds), int(exp.eval_episodes), _comparable(cfg)
     )
     record["train"] = {
         "updates": trainer.updates,
@@ -310,8 +294,33 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "wall_time": metrics[-1]["wall_time"] if metrics else 0.0,
     }
     atomic_write_json(run_dir / "eval.json", record)
-    logger.finish(result["summary"])
-    return result["summary"]
+    logger.finish(record["summary"])
+    return record["summary"]
+
+
+def _evaluate_and_record(
+    cfg: DictConfig,
+    spec: EnvSpec,
+    trainer: Any,
+    seeds: list[int],
+    episodes: int,
+    config: dict[str, Any],
+) -> dict[str, Any]:
+    """Evaluate a trained actor on held-out seeds and wrap the result in the common record."""
+    overrides = dict(cfg.env.overrides)
+    policy = LearnedScheduler(spec, trainer, cfg.algo.name)
+    result = evaluate_scheduler(policy, cfg.env.name, overrides, seeds, episodes)
+    return make_record(
+        env_name=cfg.env.name,
+        env_overrides=overrides,
+        algo=cfg.algo.name,
+        shield=cfg.shield.name,
+        train_seed=int(cfg.seed),
+        eval_seeds=seeds,
+        episodes=episodes,
+        result=result,
+        config=config,
+    )
 
 
 def evaluate_run(
@@ -332,26 +341,9 @@ def evaluate_run(
     trainer.load_state_dict(ckpt["trainer"])
     seeds = list(eval_seeds) if eval_seeds is not None else list(cfg.experiment.eval_seeds)
     eps = int(episodes) if episodes is not None else int(cfg.experiment.eval_episodes)
-    result = evaluate_scheduler(
-        LearnedScheduler(spec, trainer, cfg.algo.name),
-        cfg.env.name,
-        dict(cfg.env.overrides),
-        seeds,
-        eps,
-    )
-    record = make_record(
-        env_name=cfg.env.name,
-        env_overrides=dict(cfg.env.overrides),
-        algo=cfg.algo.name,
-        shield=cfg.shield.name,
-        train_seed=int(cfg.seed),
-        eval_seeds=seeds,
-        episodes=eps,
-        result=result,
-        config=ckpt["config"],
-    )
+    record = _evaluate_and_record(cfg, spec, trainer, seeds, eps, ckpt["config"])
     atomic_write_json(path / "eval.json", record)
-    return result["summary"]
+    return record["summary"]
 
 
 def evaluate_baseline(

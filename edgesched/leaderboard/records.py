@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from edgesched.envs.scenarios import get_scenario
+from edgesched.experiment.evaluation import SCALAR_METRICS
 
 REQUIRED_FIELDS = (
     "scenario",
@@ -37,19 +38,7 @@ REQUIRED_FIELDS = (
 EPISODE_FIELDS = (
     "eval_seed",
     "episode",
-    "jct_mean",
-    "jct_mean_completed",
-    "jct_p95",
-    "makespan",
-    "median_node_utilization",
-    "collisions_proposed",
-    "collisions_executed",
-    "overload_node_slots",
-    "final_quality_mean",
-    "episode_return_mean",
-    "jct_lower_bound_mean",
-    "jobs_done",
-    "jobs_unfinished",
+    *SCALAR_METRICS,
     "jct_by_priority",
     "slots",
     "truncated",
