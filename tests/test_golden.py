@@ -600,3 +600,26 @@ def test_lower_bound_never_exceeds_realized_jct_edge10(seed):
     m = sim.episode_metrics()
     assert m["jct_lower_bound"].mean() <= m["jct_mean_completed"]
     np.testing.assert_array_equal(m["jct_lower_bound"], lb[done])
+
+
+def test_obs_delay_shows_neighbours_load_from_that_many_slots_ago():
+    from edgesched.envs.core import NODE_FEATURES
+    from edgesched.policy import EnvSpec
+
+    delay = 2
+    sim = EdgeClusterSim(make_config("edge10", obs_delay=delay, max_slots=30))
+    sim.reset(4)
+    spec = EnvSpec.of(sim)
+    block = spec.obs_slices()["targets"]
+    nbr = sim.cluster.neighbors
+    history = [sim._node_feat.copy()]
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        sim.step((rng.random(sim.mask.shape) * sim.mask).argmax(1))
+        history.append(sim._node_feat.copy())
+        targets = sim.obs[:, block].reshape(sim.num_agents, sim.k1, NODE_FEATURES + 3)
+        stale = history[max(len(history) - 1 - delay, 0)]
+        np.testing.assert_array_equal(targets[..., :NODE_FEATURES], stale[nbr])
+        # the agent's own block is current
+        np.testing.assert_array_equal(sim.obs[:, :NODE_FEATURES], history[-1])
+    assert not np.array_equal(history[-1], history[-1 - delay])  # the delay is visible

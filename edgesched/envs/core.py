@@ -373,6 +373,8 @@ class EdgeClusterSim:
         self.truncated = False
         self._enqueue_arrivals(0)
         self._node_feat_hist: list[np.ndarray] = []
+        # obs_delay history: a new snapshot per slot, the latest one updated within a slot
+        self._advanced_since_snapshot = False
         self._refresh()
 
     # ------------------------------------------------------------------ queues
@@ -473,8 +475,6 @@ class EdgeClusterSim:
         self.obs = obs
         self._head_feat = jf
         self.mask = self._compute_mask()
-
-    _advanced_since_snapshot = False
 
     def _compute_mask(self) -> np.ndarray:
         # Written per resource on purpose: numpy reductions over a length-3 last axis cost
