@@ -17,15 +17,7 @@ from torch import nn
 from edgesched.envs.config import SimConfig
 from edgesched.envs.core import EdgeClusterSim
 from edgesched.envs.topology import build_cluster
-
-TRAIN_SEED_BASE = 2**40
-"""Training workloads use seeds >= 2**40; evaluation seeds are validated to lie below, so
-training never sees an evaluation workload."""
-
-
-def train_episode_seed(seed: int, copy: int, episode: int) -> int:
-    """Workload seed of a training episode: disjoint from every evaluation seed."""
-    return TRAIN_SEED_BASE + (seed << 24) + (copy << 16) + episode
+from edgesched.experiment.seeds import train_episode_seed
 
 
 class VecSim:

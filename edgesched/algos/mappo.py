@@ -69,7 +69,6 @@ class PPOTrainer:
     def __init__(self, cfg: Any, spec: EnvSpec, seed: int, centralized_critic: bool) -> None:
         self.cfg = cfg
         self.spec = spec
-        self.centralized = centralized_critic
         torch.manual_seed(seed)
         hidden = [int(h) for h in cfg.hidden]
         self.actor = mlp([spec.obs_dim, *hidden], spec.num_actions)

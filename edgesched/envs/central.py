@@ -123,7 +123,7 @@ class EdgeSchedCentralEnv(gym.Env):
             [
                 min(len(self._round), 1e4) / 10.0,
                 min(self._cursor, 1e4) / 10.0,
-                np.sin(2 * np.pi * sim.t / sim.cfg.diurnal_period_slots),
+                sim._time_features()[0],
             ],
             np.float32,
         )

@@ -273,20 +273,19 @@ class EdgeClusterSim:
         self.j_alloc_ok = (self.j_alloc >= self.j_min[:, None, :] - 1e-9).all(-1)
         # Hot-path copies with one sentinel row at index -1 (= empty pending slot): an
         # allocation that never fits, so gathers need no validity masking.
-        inf_row = np.full((1, self.j_alloc.shape[1]), np.inf)
-        self._j_alloc_r = [np.concatenate([self.j_alloc[..., r], inf_row]) for r in range(3)]
         if not self._tapfinger:
             m = self.j_model[:, None]
             c, g = self.j_alloc[..., 0], self.j_alloc[..., 1]
             cpu_ok = np.minimum(1.0, c / (self._kappa[m] * g))
-            tput = self._base[m] * g ** self._alpha[m] * cpu_ok ** self._gamma[m]
-            self._j_iter_at_speed1 = self._bsz[m] / tput  # (J, L) seconds at speed 1
+            # (J, L) one worker's samples/s at speed 1 for each allocation level
+            self._j_tput_at_speed1 = self._base[m] * g ** self._alpha[m] * cpu_ok ** self._gamma[m]
+            self._j_iter_at_speed1 = self._bsz[m] / self._j_tput_at_speed1
         self._j_min_ext = np.concatenate([self.j_min, np.full((1, 3), np.inf)])
         # zero need (e.g. a CPU-only model's GPU) must never limit; a large finite inverse
         # avoids 0 * inf = nan. The sentinel's +inf need gives inverse 0: nothing fits.
         self._inv_need_ext = 1.0 / np.maximum(self._j_min_ext, 1e-12)
         self._j_alloc_ok_ext = np.concatenate(
-            [self.j_alloc_ok, np.zeros((1, inf_row.shape[1]), bool)]
+            [self.j_alloc_ok, np.zeros((1, self.j_alloc.shape[1]), bool)]
         )
         # visibility: (agent, job) pairs
         if cfg.visibility == "home":
@@ -462,7 +461,7 @@ class EdgeClusterSim:
         obs = np.empty((n, self.obs_dim), np.float32)
         obs[:, :NODE_FEATURES] = nf
         o = NODE_FEATURES
-        obs[:, o : o + 2] = self._time_feat[self.t % len(self._time_feat)]
+        obs[:, o : o + 2] = self._time_features()
         obs[:, o + 2] = nf[:, 8]
         o += 3
         obs[:, o : o + jf[0].size] = jf.reshape(n, -1)
@@ -789,7 +788,7 @@ class EdgeClusterSim:
         # Jobs in the system during this slot, per agent (Little's law: sums to -total JCT).
         # A queued job counts once, for its home agent, even when several agents see it
         # (shared visibility); a running job counts for the agent that placed it.
-        if self.cfg.visibility == "home":
+        if not self._shared:
             queued = self.qlen
         else:
             queued = np.bincount(self.j_home[self.status == QUEUED], minlength=n)
@@ -847,7 +846,7 @@ class EdgeClusterSim:
             g = self.w_iter0[running, 0]
             p = self.progress[running]
             lm = self._is_lm[self.j_model[running]]
-            step = np.where(lm, np.tanh(g / 16.0) * np.sqrt(np.maximum(1.2 - p, 0.0)), 0.25)
+            step = _tapfinger_step(lm, g, p)
             if overloaded:
                 step = step / cont[nsafe[:, 0]]
             p = p + step
@@ -858,11 +857,11 @@ class EdgeClusterSim:
             compute = self.w_iter0[running] * self.draw_stragglers(nodes.shape)
             if overloaded:
                 compute *= cont[nsafe]
-            sync_idx = None if self._single_compute_rule else self.j_sync[running]
             if self._single_compute_rule:
                 it = self._sync[0].compute_time(compute, nodes >= 0)
             else:
                 valid = nodes >= 0
+                sync_idx = self.j_sync[running]
                 it = np.empty(len(running))
                 for s in np.unique(sync_idx):
                     sel = sync_idx == s
@@ -950,20 +949,11 @@ class EdgeClusterSim:
                 todo = p < 1.0 - 1e-12
                 if not todo.any():
                     break
-                step = np.where(lm, np.tanh(gmax / 16.0) * np.sqrt(np.maximum(1.2 - p, 0)), 0.25)
-                p = np.where(todo, p + step, p)
+                p = np.where(todo, p + _tapfinger_step(lm, gmax, p), p)
                 slots += todo
             return slots
         m = self.j_model
-        a = self.j_alloc  # (J, L, 3)
-        c, g = a[..., 0], a[..., 1]
-        cpu_ok = np.minimum(1.0, c / (self._kappa[m][:, None] * np.maximum(g, 1e-9)))
-        per_level = (
-            self._base[m][:, None]
-            * np.maximum(g, 1e-9) ** self._alpha[m][:, None]
-            * cpu_ok ** self._gamma[m][:, None]
-        )
-        tput = per_level[:, :, None] * self.cluster.speed[None, None, :]
+        tput = self._j_tput_at_speed1[:, :, None] * self.cluster.speed[None, None, :]
         best = np.where(fits, tput, 0.0).max(axis=(1, 2))
         samples_per_slot = self.cfg.slot_seconds * self.j_workers * best
         need_q = np.minimum(self.j_target, 1 - 1e-12)
@@ -1081,6 +1071,11 @@ class EdgeClusterSim:
                 ).astype(np.float32),
             },
         }
+
+
+def _tapfinger_step(is_lm: np.ndarray, gpus: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """TapFinger's per-slot progress (DESIGN §4.4): IMG 0.25, LM tanh(g/16) sqrt(1.2 - p)."""
+    return np.where(is_lm, np.tanh(gpus / 16.0) * np.sqrt(np.maximum(1.2 - p, 0.0)), 0.25)
 
 
 def _has_duplicates(a: np.ndarray) -> bool:

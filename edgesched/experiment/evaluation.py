@@ -18,6 +18,7 @@ from edgesched.envs.topology import build_cluster
 from edgesched.policy import EnvSpec, Scheduler
 
 from .io import config_hash, git_commit
+from .seeds import eval_workload_seed
 
 SCALAR_METRICS = (
     "jct_mean",
@@ -34,11 +35,6 @@ SCALAR_METRICS = (
     "jobs_done",
     "jobs_unfinished",
 )
-
-
-def eval_workload_seed(seed: int, episode: int) -> int:
-    """Workload seed of evaluation episode ``episode`` of held-out seed ``seed``."""
-    return seed * 64 + episode
 
 
 def run_episode(policy: Scheduler, sim: EdgeClusterSim, workload_seed: int) -> dict[str, Any]:

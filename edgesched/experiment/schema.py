@@ -12,6 +12,8 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from .seeds import MAX_ENV_COPIES, MAX_EVAL_EPISODES, MAX_EVAL_SEED
+
 
 @dataclass
 class AlgoConfig:
@@ -209,10 +211,23 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         "need at least one held-out seed",
     )
     _check(
-        all(int(s) >= 10_000 for s in e.eval_seeds),
+        all(10_000 <= int(s) < MAX_EVAL_SEED for s in e.eval_seeds),
         "experiment.eval_seeds",
         list(e.eval_seeds),
-        "held-out seeds must be >= 10000 (training uses smaller ones)",
+        f"held-out seeds lie in [10000, {MAX_EVAL_SEED}) so their workloads stay disjoint "
+        "from training's (edgesched.experiment.seeds)",
+    )
+    _check(
+        int(e.num_envs) <= MAX_ENV_COPIES,
+        "experiment.num_envs",
+        e.num_envs,
+        f"need at most {MAX_ENV_COPIES} copies (edgesched.experiment.seeds)",
+    )
+    _check(
+        int(e.eval_episodes) <= MAX_EVAL_EPISODES,
+        "experiment.eval_episodes",
+        e.eval_episodes,
+        f"need at most {MAX_EVAL_EPISODES} episodes per held-out seed",
     )
     a = c.algo
     for key, lo, hi in (
@@ -239,10 +254,11 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         "need one or more positive layer sizes",
     )
     _check(
-        int(c.seed) >= 0 and int(c.seed) < 10_000,
+        0 <= int(c.seed) < 10_000,
         "seed",
         c.seed,
-        "need 0 <= seed < 10000 (larger seeds are reserved for evaluation)",
+        "need 0 <= seed < 10000 (training workloads derive from it, see "
+        "edgesched.experiment.seeds)",
     )
     # the simulator validates the scenario overrides itself, naming the parameter
     overrides = OmegaConf.to_container(c.env.overrides, resolve=True)

@@ -262,6 +262,19 @@ def render_markdown(
     return "\n".join(lines)
 
 
+CSV_METRICS = (
+    "jct_p95",
+    "jct_mean_completed",
+    "jct_lower_bound_mean",
+    "makespan",
+    "collisions_proposed",
+    "collisions_executed",
+    "overload_node_slots",
+    "median_node_utilization",
+    "jobs_unfinished",
+)
+"""Per-episode means written to the CSV after the statistics columns."""
+
 CSV_COLUMNS = (
     "scenario",
     "algo",
@@ -279,15 +292,7 @@ CSV_COLUMNS = (
     "normalized_score",
     "p_improvement_vs_reference",
     "reference",
-    "jct_p95",
-    "jct_mean_completed",
-    "jct_lower_bound_mean",
-    "makespan",
-    "collisions_proposed",
-    "collisions_executed",
-    "overload_node_slots",
-    "median_node_utilization",
-    "jobs_unfinished",
+    *CSV_METRICS,
     "git_commits",
     "config_hashes",
     "train_seeds",
@@ -324,20 +329,7 @@ def render_csv(scenario_id: str, rows: list[Row], reference: str) -> str:
                 g(r.normalized_score),
                 g(r.p_improvement),
                 reference,
-                *(
-                    g(m[k])
-                    for k in (
-                        "jct_p95",
-                        "jct_mean_completed",
-                        "jct_lower_bound_mean",
-                        "makespan",
-                        "collisions_proposed",
-                        "collisions_executed",
-                        "overload_node_slots",
-                        "median_node_utilization",
-                        "jobs_unfinished",
-                    )
-                ),
+                *(g(m[k]) for k in CSV_METRICS),
                 " ".join(r.commits),
                 " ".join(r.config_hashes),
                 " ".join(map(str, r.train_seeds)),
