@@ -134,3 +134,20 @@ class Scheduler(ABC):
         ``graph`` (the simulator's heterogeneous graph view) is passed only to schedulers
         that set ``needs_graph``.
         """
+
+    def act_with_preferences(
+        self,
+        obs: np.ndarray,
+        mask: np.ndarray,
+        state: np.ndarray | None,
+        graph: dict | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Actions plus each agent's preference scores over its actions (for shields).
+
+        Returns:
+            ``(actions (N,), prefs (N, A) or None)``; higher scores are preferred. The
+            default gives no preferences, and a shield then ranks alternatives itself
+            (:func:`edgesched.shields.base.default_preferences`). Learned schedulers return
+            their action probabilities.
+        """
+        return self.act(obs, mask, state, graph=graph), None

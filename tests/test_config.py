@@ -146,6 +146,12 @@ BAD_CONFIGS = {
     "negative_budget": (["experiment.total_env_steps=-1"], "experiment.total_env_steps"),
     "bad_scenario_override": (["+env.overrides.arival_rate=1"], "arival_rate"),
     "out_of_range_value": (["algo.gamma=1.5"], "algo.gamma"),
+    "srole_without_shield": (["algo=srole", "shield=none"], "shield.name"),
+    "dqn_central_with_shield": (["algo=dqn_central", "shield=central"], "shield.name"),
+    "penalty_without_shield": (["algo.collision_penalty=1.0"], "algo.collision_penalty"),
+    "unknown_shield": (["shield=centrall"], "shield/centrall"),
+    "bad_boundary_mode": (["shield=regional", "shield.boundary=maybe"], "shield.boundary"),
+    "zero_rounds": (["shield=regional", "shield.rounds=0"], "shield.rounds"),
 }
 
 
@@ -180,3 +186,19 @@ def test_evaluate_cli_rejects_bad_arguments():
             timeout=60,
         )
         assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+
+
+def test_srole_defaults_to_the_central_shield_and_keeps_a_chosen_one():
+    assert _compose(["algo=srole"]).shield.name == "central"
+    regional = _compose(["algo=srole", "shield=regional"]).shield
+    assert (regional.name, regional.rounds, regional.boundary) == ("regional", 2, "optimistic")
+    assert _compose(["algo=mappo"]).shield.name == "none"
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (CONF / "benchmark").glob("*.yaml")))
+def test_benchmark_sweep_configs_compose(name):
+    extra = ["env=edge50-highload", "algo=srole", "shield=regional"] if name == "srole" else []
+    cfg = _compose([f"+benchmark={name}", *extra], hydra_cfg=True)
+    validate(cfg)
+    assert list(cfg.experiment.eval_seeds) == list(range(10_000, 10_010))
+    assert "seed" in cfg.hydra.sweeper.params

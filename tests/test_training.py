@@ -49,10 +49,18 @@ def without_time(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "wall_time"} for r in rows]
 
 
-@pytest.mark.parametrize("algo", list_algorithms())
+# algorithms that need a shield in the loop get their conf/algo default (srole: central)
+SHIELD_OF = {"srole": "central"}
+# the regional variant of SROLE smoke-trains on every scenario too
+SMOKE_PAIRS = [(a, SHIELD_OF.get(a, "none")) for a in list_algorithms()] + [("srole", "regional")]
+
+
+@pytest.mark.parametrize(("algo", "shield"), SMOKE_PAIRS, ids=lambda x: str(x))
 @pytest.mark.parametrize("scenario", scenario_params())
-def test_smoke_training_every_pair(tmp_path, algo, scenario):
+def test_smoke_training_every_pair(tmp_path, algo, shield, scenario):
     cfg = make_cfg(tmp_path / "run", algo=algo, env=scenario)
+    cfg.shield.name = shield
+    cfg.algo.learning_starts = 16  # dqn_central: take gradient steps within the tiny budget
     # tiny held-out episodes keep the smoke test fast; the record format is the same
     cfg.env.overrides = {"max_slots": 20, "max_steps": 200}
     summary = run(cfg)
@@ -65,6 +73,12 @@ def test_smoke_training_every_pair(tmp_path, algo, scenario):
     assert rows[-1]["env_steps"] == 64
     record = json.loads((run_dir / "eval.json").read_text())
     assert record["algo"] == algo and record["scenario"].startswith(scenario + "-v")
+    assert record["shield"] == shield
+    if shield != "none":
+        assert "interventions_per_step" in rows[-1]
+        assert "shield_latency_ms" in record["summary"]
+    if algo == "dqn_central":
+        assert record["summary"]["head_decisions_per_slot"] > 0
     assert record["eval_seeds"] == [10_000] and len(record["per_episode"]) == 1
     assert record["summary"]["jct_mean"] == pytest.approx(summary["jct_mean"], nan_ok=True)
     assert len(record["config_hash"]) == 12 and record["git_commit"]

@@ -8,6 +8,14 @@ critic is the only difference between the two:
   environment exposes for exactly this purpose;
 * IPPO: decentralized critic ``V(own observation)``.
 
+SROLE (Sen & Shen, ICDCS'22) is MAPPO with a collision shield in the loop
+(``shield != 'none'``): the actor's sampled actions are *proposals*, the shield turns them into
+a collision-free joint action (using the actor's probabilities as preference orders) and the
+environment executes that. The learner keeps its own proposal as the action taken (so the
+PPO ratio stays on-policy) and is charged ``algo.collision_penalty`` per agent whose proposal
+took part in a collision, so the policy itself learns to avoid collisions (post-posed
+shielding, Alshiekh et al., AAAI'18).
+
 Shared details (the PPO "implementation details" of Huang et al., ICLR blog track 2022):
 GAE(lambda), clipped surrogate, value normalization with running statistics, advantage
 normalization per minibatch, global gradient-norm clipping, and a linearly decaying entropy
@@ -64,11 +72,24 @@ class PPOTrainer:
         spec: the scenario's static facts.
         seed: seeds torch's initialization and the action-sampling generator.
         centralized_critic: MAPPO (True) or IPPO (False).
+        shield: registered shield in the loop (``none``: unshielded).
+        shield_kwargs: the shield's options.
     """
 
-    def __init__(self, cfg: Any, spec: EnvSpec, seed: int, centralized_critic: bool) -> None:
+    def __init__(
+        self,
+        cfg: Any,
+        spec: EnvSpec,
+        seed: int,
+        centralized_critic: bool,
+        shield: str = "none",
+        shield_kwargs: dict[str, Any] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.spec = spec
+        self.shield_name = shield
+        self.shield_kwargs = dict(shield_kwargs or {})
+        self._shields: tuple[Any, list[Any]] | None = None
         torch.manual_seed(seed)
         hidden = [int(h) for h in cfg.hidden]
         self.actor = mlp([spec.obs_dim, *hidden], spec.num_actions)
@@ -82,17 +103,19 @@ class PPOTrainer:
     # ------------------------------------------------------------------ acting
     @torch.no_grad()
     def act(
-        self, obs: np.ndarray, mask: np.ndarray, greedy: bool = False
-    ) -> tuple[np.ndarray, np.ndarray]:
+        self, obs: np.ndarray, mask: np.ndarray, greedy: bool = False, with_probs: bool = False
+    ) -> tuple[np.ndarray, ...]:
         """Sample (or take the most likely) feasible actions.
 
         Args:
             obs: (..., D) observations.
             mask: (..., A) feasibility masks.
             greedy: argmax instead of sampling (evaluation).
+            with_probs: also return the action probabilities (a shield's preferences).
 
         Returns:
-            actions and their log-probabilities, shaped like ``obs[..., 0]``.
+            actions and their log-probabilities, shaped like ``obs[..., 0]``, plus the
+            (..., A) probabilities if ``with_probs``.
         """
         shape = obs.shape[:-1]
         o = torch.from_numpy(obs.reshape(-1, obs.shape[-1]))
@@ -104,7 +127,10 @@ class PPOTrainer:
         else:
             a = torch.multinomial(logp_all.exp(), 1, generator=self.gen).squeeze(-1)
         logp = logp_all.gather(-1, a[:, None]).squeeze(-1)
-        return a.numpy().reshape(shape), logp.numpy().reshape(shape)
+        out = (a.numpy().reshape(shape), logp.numpy().reshape(shape))
+        if with_probs:
+            out += (logp_all.exp().numpy().reshape(*shape, -1),)
+        return out
 
     @torch.no_grad()
     def value(self, obs: np.ndarray, state: np.ndarray) -> np.ndarray:
@@ -130,13 +156,32 @@ class PPOTrainer:
         done_b = np.empty((steps, e, 1), np.float32)
         episodes: list[dict[str, Any]] = []
         collisions = 0.0
+        shields = self._shields_for(vec)
+        sh_log = dict.fromkeys(("proposed", "agents", "interventions", "latency_s"), 0.0)
+        penalty = float(self.cfg.collision_penalty)
         obs, mask, state = vec.obs, vec.mask, vec.state
         gamma = float(self.cfg.gamma)
         for t in range(steps):
-            a, logp = self.act(obs, mask)
+            if shields is None:
+                a, logp = self.act(obs, mask)
+                executed = a
+            else:
+                a, logp, probs = self.act(obs, mask, with_probs=True)
+                executed = np.empty_like(a)
+                hit = np.zeros(a.shape)
+                for i, sh in enumerate(shields):
+                    res = sh(a[i], probs[i])
+                    executed[i] = res.actions
+                    hit[i] = res.collision_agents
+                    sh_log["proposed"] += res.proposed_collisions
+                    sh_log["agents"] += float(res.collision_agents.sum())
+                    sh_log["interventions"] += res.interventions
+                    sh_log["latency_s"] += res.compute_s
             v = self.value(obs, state)
-            out = vec.step(a)
+            out = vec.step(executed)
             r = out["rewards"]
+            if shields is not None and penalty:
+                r -= penalty * hit
             for i, fo in out["final_obs"].items():
                 # time-limit truncation: the episode would go on, so bootstrap its value
                 r[i] += gamma * self.value(fo[None], out["final_state"][i][None])[0]
@@ -149,7 +194,15 @@ class PPOTrainer:
         adv, ret = gae(
             rew_b, val_b, self.value(obs, state), done_b, gamma, float(self.cfg.gae_lambda)
         )
+        per_step = 1.0 / (steps * e)
+        log = {"collisions_executed_per_step": collisions * per_step}
+        if shields is not None:
+            log["collisions_proposed_per_step"] = sh_log["proposed"] * per_step
+            log["collision_agents_per_step"] = sh_log["agents"] * per_step
+            log["interventions_per_step"] = sh_log["interventions"] * per_step
+            log["shield_latency_ms"] = 1e3 * sh_log["latency_s"] * per_step
         return {
+            "log": log,
             "obs": obs_b,
             "mask": mask_b,
             "state": state_b,
@@ -161,6 +214,19 @@ class PPOTrainer:
             "episodes": episodes,
             "collisions": collisions,
         }
+
+    def _shields_for(self, vec: VecSim) -> list[Any] | None:
+        """One shield per simulator copy (rebuilt for a new or unpickled vector)."""
+        if self.shield_name == "none":
+            return None
+        if self._shields is None or self._shields[0] is not vec:
+            from edgesched.shields import make_shield
+
+            self._shields = (
+                vec,
+                [make_shield(self.shield_name, s, **self.shield_kwargs) for s in vec.sims],
+            )
+        return self._shields[1]
 
     # ------------------------------------------------------------------ update
     def update(self, batch: dict[str, Any], progress: float) -> dict[str, float]:

@@ -137,11 +137,22 @@ class EdgeSchedCentralEnv(gym.Env):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start an episode; ``seed`` fixes the workload and all randomness."""
+        """Start an episode; ``seed`` fixes the workload and all randomness.
+
+        ``options={"workload_seed": s}`` instead runs exactly the workload that the
+        multi-agent views draw from ``reset(seed=s)`` (used to evaluate the head on the same
+        held-out workloads as every other scheduler).
+        """
         super().reset(seed=seed)
-        # derive the simulator seed from the env's seeded generator so reset(seed=None)
-        # continues a reproducible stream
-        self.sim.reset(int(self.np_random.integers(2**63 - 1)))
+        ws = (options or {}).get("workload_seed")
+        if ws is not None:
+            if not isinstance(ws, int | np.integer) or ws < 0:
+                raise ValueError(f"options['workload_seed'] must be an integer >= 0; got {ws!r}")
+            self.sim.reset(int(ws))
+        else:
+            # derive the simulator seed from the env's seeded generator so reset(seed=None)
+            # continues a reproducible stream
+            self.sim.reset(int(self.np_random.integers(2**63 - 1)))
         self._new_round()
         # No clock advance here: if nothing is queued yet, the first decision is a "wait"
         # (only action 0 allowed), so reset never returns an already-finished episode.

@@ -37,15 +37,50 @@ SCALAR_METRICS = (
 )
 
 
-def run_episode(policy: Scheduler, sim: EdgeClusterSim, workload_seed: int) -> dict[str, Any]:
-    """Play one full episode with ``policy`` through the array fast path."""
+SHIELD_METRICS = (
+    "shield_interventions",
+    "shield_residual_collisions",
+    "shield_latency_ms",
+    "shield_compute_total_ms",
+    "shield_network_ms",
+    "shield_messages_per_step",
+    "shield_inter_messages_per_step",
+    "shield_max_messages_per_shield",
+    "shield_rounds_per_step",
+)
+"""Extra per-episode metrics of shielded runs (:meth:`ShieldStats.summary`)."""
+
+
+def run_episode(
+    policy: Scheduler, sim: EdgeClusterSim, workload_seed: int, shield: Any = None
+) -> dict[str, Any]:
+    """Play one full episode with ``policy`` through the array fast path.
+
+    With a ``shield`` (bound to ``sim``), the policy's actions are proposals and the shield's
+    joint action is executed; ``collisions_proposed`` then counts the proposals' collisions
+    (before the shield) and the shield's own metrics are added.
+    """
     sim.reset(workload_seed)
     policy.reset(workload_seed)
+    stats = None
+    if shield is not None:
+        from edgesched.shields import ShieldStats
+
+        stats = ShieldStats()
     while not (sim.terminated or sim.truncated):
         graph = sim.graph() if policy.needs_graph else None
-        sim.step(policy.act(sim.obs, sim.mask, sim.state(), graph=graph))
+        if shield is None:
+            sim.step(policy.act(sim.obs, sim.mask, sim.state(), graph=graph))
+        else:
+            a, prefs = policy.act_with_preferences(sim.obs, sim.mask, sim.state(), graph=graph)
+            res = shield(a, prefs)
+            stats.add(res)
+            sim.step(res.actions)
     m = sim.episode_metrics()
     out = {k: m[k] for k in SCALAR_METRICS}
+    if stats is not None:
+        out["collisions_proposed"] = int(stats.totals["proposed_collisions"])
+        out.update(stats.summary())
     out["jct_by_priority"] = m["jct_by_priority"]
     out["slots"] = m["slots"]
     out["truncated"] = bool(sim.truncated)
@@ -58,17 +93,33 @@ def evaluate_scheduler(
     env_overrides: dict[str, Any],
     eval_seeds: list[int],
     episodes: int,
+    shield: str = "none",
+    shield_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Evaluate ``policy`` on held-out seeds; return per-episode metrics and their means."""
+    """Evaluate ``policy`` on held-out seeds; return per-episode metrics and their means.
+
+    Args:
+        policy: the scheduler.
+        env_name: registered scenario.
+        env_overrides: scenario parameters.
+        eval_seeds: held-out seeds.
+        episodes: episodes per seed.
+        shield: registered shield run around the policy (``none``: unshielded).
+        shield_kwargs: the shield's options.
+    """
+    from edgesched.shields import make_shield
+
     scenario = get_scenario(env_name)
     cfg = scenario.config(**env_overrides)
     sim = EdgeClusterSim(cfg, build_cluster(cfg), scenario.id)
+    sh = make_shield(shield, sim, **(shield_kwargs or {}))
     rows = []
     for s in eval_seeds:
         for k in range(episodes):
-            row = run_episode(policy, sim, eval_workload_seed(int(s), k))
+            row = run_episode(policy, sim, eval_workload_seed(int(s), k), shield=sh)
             rows.append({"eval_seed": int(s), "episode": k, **row})
-    summary = {k: float(np.nanmean([r[k] for r in rows], dtype=np.float64)) for k in SCALAR_METRICS}
+    keys = SCALAR_METRICS + (SHIELD_METRICS if sh is not None else ())
+    summary = {k: float(np.nanmean([r[k] for r in rows], dtype=np.float64)) for k in keys}
     return {"per_episode": rows, "summary": summary}
 
 
@@ -107,6 +158,8 @@ class LearnedScheduler(Scheduler):
         super().__init__(spec)
         self.trainer = trainer
         self.name = name
+        self.shield = getattr(trainer, "shield_name", "none")
+        self.shield_kwargs = dict(getattr(trainer, "shield_kwargs", {}))
 
     def act(
         self,
@@ -118,9 +171,23 @@ class LearnedScheduler(Scheduler):
         """Most likely feasible action of each agent."""
         return self.trainer.act(obs, mask, greedy=True)[0]
 
+    def act_with_preferences(
+        self,
+        obs: np.ndarray,
+        mask: np.ndarray,
+        state: np.ndarray | None,
+        graph: dict | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Greedy actions and the actor's probabilities as the shield's preferences."""
+        a, _, probs = self.trainer.act(obs, mask, greedy=True, with_probs=True)
+        return a, probs
+
 
 def load_policy(path: str) -> tuple[LearnedScheduler, str, dict[str, Any]]:
     """Load a run's ``policy.pt`` (the trained actor) behind the policy interface.
+
+    The scheduler's ``shield`` and ``shield_kwargs`` attributes name the shield it was
+    trained with (``none`` for unshielded learners); evaluate it with the same shield.
 
     Returns:
         The scheduler, its scenario name and the scenario overrides it was trained with.
@@ -135,6 +202,12 @@ def load_policy(path: str) -> tuple[LearnedScheduler, str, dict[str, Any]]:
     sim = EdgeClusterSim(scenario.config(**blob["overrides"]), scenario_id=scenario.id)
     spec = EnvSpec.of(sim)
     algo = OmegaConf.create(blob["algo"])
-    trainer = make_trainer(algo.name, algo, spec, 0)
+    shield = blob.get("shield", "none")
+    kwargs = blob.get("shield_kwargs", {})
+    trainer = make_trainer(algo.name, algo, spec, 0, shield, kwargs)
     trainer.actor.load_state_dict(blob["actor"])
-    return LearnedScheduler(spec, trainer, algo.name), blob["env"], blob["overrides"]
+    if hasattr(trainer, "evaluate"):  # learners with their own view (dqn_central)
+        return trainer, blob["env"], blob["overrides"]
+    policy = LearnedScheduler(spec, trainer, algo.name)
+    policy.shield, policy.shield_kwargs = shield, kwargs
+    return policy, blob["env"], blob["overrides"]

@@ -35,7 +35,7 @@ from edgesched.policy import EnvSpec
 
 from .evaluation import LearnedScheduler, evaluate_scheduler, make_record
 from .io import atomic_write_bytes, atomic_write_json, atomic_write_text, git_commit, write_jsonl
-from .schema import ExperimentConfigError, validate
+from .schema import ExperimentConfigError, shield_kwargs, validate
 
 CHECKPOINT = Path("checkpoints") / "last.pt"
 # keys that may differ between a run and its resumption
@@ -193,7 +193,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     vec = VecSim(sim_cfg, int(exp.num_envs), int(cfg.seed), scenario.id)
     spec = EnvSpec.of(vec.sims[0])
-    trainer = make_trainer(cfg.algo.name, cfg.algo, spec, int(cfg.seed))
+    trainer = make_trainer(
+        cfg.algo.name, cfg.algo, spec, int(cfg.seed), cfg.shield.name, shield_kwargs(cfg.shield)
+    )
     metrics: list[dict[str, Any]] = []
     env_steps, wall_offset = 0, 0.0
     finished: list[dict[str, Any]] = []
@@ -207,6 +209,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     per_update = int(exp.num_envs) * int(exp.rollout_steps)
     n_updates = max(int(exp.total_env_steps) // per_update, 1)
+    if hasattr(trainer, "set_budget"):
+        trainer.set_budget(n_updates * per_update)
+    # decisions per env step: every agent (multi-agent learners) or one (the central head)
+    per_step = getattr(trainer, "decisions_per_step", spec.num_agents)
     logger = _Logger(cfg, run_dir, commit)
     from tqdm import tqdm
 
@@ -249,7 +255,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         row = {
             "update": trainer.updates,
             "env_steps": env_steps,
-            "agent_decisions": env_steps * spec.num_agents,
+            "agent_decisions": env_steps * per_step,
             "wall_time": round(time.perf_counter() - t0, 3),
             "episodes": len(finished),
             "train_jct_mean": float(np.mean([e["jct_mean"] for e in recent])) if recent else None,
@@ -258,6 +264,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             else None,
             "collisions_per_step": batch["collisions"] / per_update,
             "reward_mean": float(batch["rewards"].mean()),
+            **batch.get("log", {}),
             **stats,
         }
         metrics.append(row)
@@ -281,6 +288,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             "algo": OmegaConf.to_container(cfg.algo),
             "env": cfg.env.name,
             "overrides": dict(cfg.env.overrides),
+            "shield": cfg.shield.name,
+            "shield_kwargs": shield_kwargs(cfg.shield),
         },
         buf,
     )
@@ -308,8 +317,19 @@ def _evaluate_and_record(
 ) -> dict[str, Any]:
     """Evaluate a trained actor on held-out seeds and wrap the result in the common record."""
     overrides = dict(cfg.env.overrides)
-    policy = LearnedScheduler(spec, trainer, cfg.algo.name)
-    result = evaluate_scheduler(policy, cfg.env.name, overrides, seeds, episodes)
+    if hasattr(trainer, "evaluate"):  # learners with their own view (dqn_central)
+        result = trainer.evaluate(cfg.env.name, overrides, seeds, episodes)
+    else:
+        policy = LearnedScheduler(spec, trainer, cfg.algo.name)
+        result = evaluate_scheduler(
+            policy,
+            cfg.env.name,
+            overrides,
+            seeds,
+            episodes,
+            shield=cfg.shield.name,
+            shield_kwargs=shield_kwargs(cfg.shield),
+        )
     return make_record(
         env_name=cfg.env.name,
         env_overrides=overrides,
@@ -337,7 +357,9 @@ def evaluate_run(
     scenario = get_scenario(cfg.env.name)
     sim_cfg = scenario.config(**_env_overrides(cfg))
     spec = EnvSpec.of(EdgeClusterSim(sim_cfg, scenario_id=scenario.id))
-    trainer = make_trainer(cfg.algo.name, cfg.algo, spec, int(cfg.seed))
+    trainer = make_trainer(
+        cfg.algo.name, cfg.algo, spec, int(cfg.seed), cfg.shield.name, shield_kwargs(cfg.shield)
+    )
     trainer.load_state_dict(ckpt["trainer"])
     seeds = list(eval_seeds) if eval_seeds is not None else list(cfg.experiment.eval_seeds)
     eps = int(episodes) if episodes is not None else int(cfg.experiment.eval_episodes)

@@ -34,7 +34,15 @@ class AlgoConfig:
         max_grad_norm: gradient clipping norm.
         hidden: MLP hidden sizes of actor and critic.
         value_norm: normalize value targets with running statistics (PopArt-style).
-        collision_penalty: extra shaping for proposed collisions (used by SROLE).
+        collision_penalty: reward penalty per agent whose *proposed* placement took part in
+            an action collision (SROLE's learner signal; needs a shield in the loop).
+        buffer_size: DQN replay buffer size (``dqn_central``).
+        learning_starts: DQN decisions before learning starts.
+        batch_size: DQN minibatch size.
+        train_freq: DQN decisions between gradient steps.
+        target_update_interval: DQN decisions between target-network updates.
+        exploration_fraction: DQN share of the budget over which epsilon decays.
+        exploration_final_eps: DQN final epsilon.
     """
 
     name: str = MISSING
@@ -51,6 +59,13 @@ class AlgoConfig:
     hidden: list[int] = field(default_factory=lambda: [64, 64])
     value_norm: bool = True
     collision_penalty: float = 0.0
+    buffer_size: int = 100_000
+    learning_starts: int = 1_000
+    batch_size: int = 64
+    train_freq: int = 4
+    target_update_interval: int = 2_000
+    exploration_fraction: float = 0.3
+    exploration_final_eps: float = 0.05
 
 
 @dataclass
@@ -68,9 +83,25 @@ class EnvConfig:
 
 @dataclass
 class ShieldConfig:
-    """Collision shield in the loop (``none`` until the shields land)."""
+    """Collision shield in the loop (``edgesched.shields``).
+
+    Attributes:
+        name: ``none``, ``central`` or ``regional``.
+        rounds: regional shields' coordination rounds per decision.
+        boundary: regional shields' rule for unconfirmed boundary claims when the rounds are
+            used up: ``optimistic`` or ``conservative``.
+    """
 
     name: str = "none"
+    rounds: int = 2
+    boundary: str = "optimistic"
+
+
+def shield_kwargs(shield_cfg: Any) -> dict[str, Any]:
+    """Options of the configured shield for :func:`edgesched.shields.make_shield`."""
+    if shield_cfg.name == "regional":
+        return {"rounds": int(shield_cfg.rounds), "boundary": str(shield_cfg.boundary)}
+    return {}
 
 
 @dataclass
@@ -181,6 +212,39 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     _check(c.algo.name in algos, "algo.name", c.algo.name, f"registered algorithms: {algos}")
     _check(c.env.name in scen, "env.name", c.env.name, f"registered scenarios: {scen}")
     _check(c.shield.name in shields, "shield.name", c.shield.name, f"registered: {shields}")
+    _check(int(c.shield.rounds) >= 1, "shield.rounds", c.shield.rounds, "need an integer >= 1")
+    _check(
+        c.shield.boundary in ("optimistic", "conservative"),
+        "shield.boundary",
+        c.shield.boundary,
+        "use optimistic|conservative",
+    )
+    _check(
+        not (c.algo.name == "srole" and c.shield.name == "none"),
+        "shield.name",
+        c.shield.name,
+        "srole is MAPPO with a shield in the loop; use shield=central or shield=regional",
+    )
+    _check(
+        not (c.algo.name == "dqn_central" and c.shield.name != "none"),
+        "shield.name",
+        c.shield.name,
+        "dqn_central is one cluster head deciding one task at a time, which cannot collide; "
+        "use shield=none",
+    )
+    _check(
+        float(c.algo.collision_penalty) == 0.0 or c.shield.name != "none",
+        "algo.collision_penalty",
+        c.algo.collision_penalty,
+        "it penalizes proposals a shield corrected, so it needs shield=central|regional "
+        "(without a shield use env.overrides.collision_penalty)",
+    )
+    _check(
+        float(c.algo.collision_penalty) >= 0.0,
+        "algo.collision_penalty",
+        c.algo.collision_penalty,
+        "need a non-negative penalty",
+    )
     _check(c.logger.name in ("none", "wandb"), "logger.name", c.logger.name, "use none|wandb")
     _check(
         c.logger.mode in ("offline", "online", "disabled"),
@@ -239,8 +303,18 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         ("max_grad_norm", 0.0, 1e6),
     ):
         _check(lo < float(a[key]) <= hi, f"algo.{key}", a[key], f"need a number in ({lo}, {hi}]")
-    for key in ("epochs", "minibatches"):
+    for key in (
+        "epochs",
+        "minibatches",
+        "buffer_size",
+        "batch_size",
+        "train_freq",
+        "target_update_interval",
+    ):
         _check(int(a[key]) > 0, f"algo.{key}", a[key], "need a positive integer")
+    _check(int(a.learning_starts) >= 0, "algo.learning_starts", a.learning_starts, "need >= 0")
+    for key in ("exploration_fraction", "exploration_final_eps"):
+        _check(0.0 <= float(a[key]) <= 1.0, f"algo.{key}", a[key], "need a number in [0, 1]")
     _check(
         float(a.ent_coef_start) >= 0 and float(a.ent_coef_end) >= 0,
         "algo.ent_coef_*",

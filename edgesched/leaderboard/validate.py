@@ -105,7 +105,12 @@ def rerun_heuristic(rec: Record) -> dict[str, Any]:
     sim = EdgeClusterSim(scenario.config(**d["env_overrides"]), scenario_id=scenario.id)
     policy = make_baseline(d["algo"], EnvSpec.of(sim), seed=0)
     return evaluate_scheduler(
-        policy, rec.scenario_name, d["env_overrides"], d["eval_seeds"], d["episodes_per_seed"]
+        policy,
+        rec.scenario_name,
+        d["env_overrides"],
+        d["eval_seeds"],
+        d["episodes_per_seed"],
+        shield=d["shield"],
     )
 
 
@@ -121,8 +126,18 @@ def rerun_learned(rec: Record, root: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"policy file {d['policy']!r} not found under {root}")
     policy, _, _ = load_policy(str(path))
+    if hasattr(policy, "evaluate"):  # learners with their own view (dqn_central)
+        return policy.evaluate(
+            rec.scenario_name, d["env_overrides"], d["eval_seeds"], d["episodes_per_seed"]
+        )
     return evaluate_scheduler(
-        policy, rec.scenario_name, d["env_overrides"], d["eval_seeds"], d["episodes_per_seed"]
+        policy,
+        rec.scenario_name,
+        d["env_overrides"],
+        d["eval_seeds"],
+        d["episodes_per_seed"],
+        shield=d["shield"],
+        shield_kwargs=policy.shield_kwargs,
     )
 
 

@@ -1,0 +1,309 @@
+"""``dqn_central``: stable-baselines3 DQN as the cluster head (SROLE's "centralized RL").
+
+One decision-maker sees every node and decides for every queued task, one at a time, on the
+Gymnasium central view (:class:`edgesched.envs.central.EdgeSchedCentralEnv`). This is the
+comparator SROLE argues against: it cannot collide with itself, but every decision of the
+cluster passes through one head, so its per-slot work grows with the cluster.
+
+Choices (documented because the paper gives no details):
+
+* Budget: ``experiment.total_env_steps`` counts the head's decisions (one task each), the
+  same number of ``env.step`` calls as the multi-agent learners' decision rounds.
+* SB3's DQN cannot mask actions during training; the central view's default
+  ``invalid_action='defer'`` turns an infeasible choice into passing over the task, which
+  costs time, so the head learns to avoid it. At evaluation the greedy choice is taken
+  over the feasible actions only (``action_masks()``), as a real head knows which nodes
+  have room.
+* Training workloads: episode ``k`` runs ``train_episode_seed(seed, 0, k)``, disjoint from
+  the held-out evaluation workloads like every other learner's.
+* Exploration decays linearly over the whole budget although training runs in chunks (one
+  chunk per logged update), by reading the global decision count.
+
+The head's bottleneck is reported at evaluation: decisions per slot (the head's queue),
+measured latency per decision (one Q-network forward pass) and the busy time per slot.
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from edgesched.envs.central import EdgeSchedCentralEnv
+from edgesched.envs.scenarios import get_scenario
+from edgesched.experiment.seeds import eval_workload_seed, train_episode_seed
+from edgesched.policy import EnvSpec
+
+HEAD_METRICS = (
+    "head_decisions_per_slot",
+    "head_decisions_per_slot_max",
+    "head_latency_ms",
+    "head_busy_ms_per_slot",
+)
+"""Extra per-episode metrics of the cluster head (evaluation)."""
+
+
+class _TrainWorkloads(gym.Wrapper):
+    """Every reset starts the next training workload; finished episodes' metrics kept."""
+
+    def __init__(self, env: EdgeSchedCentralEnv, seed: int) -> None:
+        super().__init__(env)
+        self.seed_base = seed
+        self.episode = 0
+        self.finished: list[dict[str, Any]] = []
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        ws = train_episode_seed(self.seed_base, 0, self.episode)
+        self.episode += 1
+        return self.env.reset(seed=ws, options={"workload_seed": ws})
+
+    def step(self, action):
+        obs, r, term, trunc, info = self.env.step(action)
+        if "episode" in info:
+            # SB3 reads info["episode"] as Monitor's (r, l, t); keep ours under another key
+            self.finished.append(info.pop("episode"))
+        return obs, r, term, trunc, info
+
+
+def _scenario_name(spec: EnvSpec) -> str:
+    return spec.scenario.rsplit("-v", 1)[0]
+
+
+class DQNCentralTrainer:
+    """Train and evaluate the DQN cluster head behind the runner's trainer interface.
+
+    Args:
+        cfg: hyperparameters (``lr``, ``gamma``, ``hidden`` and the DQN fields of
+            :class:`edgesched.experiment.schema.AlgoConfig`).
+        spec: the scenario's multi-agent spec (its scenario names the central view).
+        seed: training seed.
+        shield: must be ``none`` (one head cannot collide with itself).
+        shield_kwargs: unused.
+    """
+
+    shield_name = "none"
+    shield_kwargs: dict[str, Any] = {}
+    decisions_per_step = 1
+
+    def __init__(
+        self,
+        cfg: Any,
+        spec: EnvSpec,
+        seed: int,
+        shield: str = "none",
+        shield_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if shield != "none":
+            raise ValueError("dqn_central takes no shield (one head cannot collide)")
+        self.cfg = cfg
+        self.spec = spec
+        self.seed = int(seed)
+        self.updates = 0
+        self.budget = 0
+        self.model: Any = None
+        self.env: _TrainWorkloads | None = None
+        self._seen = 0
+
+    # ------------------------------------------------------------------ model
+    def _build(self, sim_cfg: Any = None) -> None:
+        from stable_baselines3 import DQN
+        from stable_baselines3.common.utils import LinearSchedule
+
+        if sim_cfg is None:
+            sim_cfg = get_scenario(_scenario_name(self.spec)).config()
+        self.env = _TrainWorkloads(EdgeSchedCentralEnv(sim_cfg), self.seed)
+        c = self.cfg
+        self.model = DQN(
+            "MlpPolicy",
+            self.env,
+            learning_rate=float(c.lr),
+            # a buffer longer than the run never fills, and SB3 allocates it up front (the
+            # central view of edge500 has ~5k features: 100k transitions are ~4 GB)
+            buffer_size=min(int(c.buffer_size), self.budget) if self.budget else int(c.buffer_size),
+            learning_starts=int(c.learning_starts),
+            batch_size=int(c.batch_size),
+            gamma=float(c.gamma),
+            train_freq=int(c.train_freq),
+            target_update_interval=int(c.target_update_interval),
+            exploration_fraction=float(c.exploration_fraction),
+            exploration_final_eps=float(c.exploration_final_eps),
+            max_grad_norm=float(c.max_grad_norm),
+            policy_kwargs={"net_arch": [int(h) for h in c.hidden]},
+            seed=self.seed,
+            device="cpu",
+            verbose=0,
+        )
+        lin = LinearSchedule(1.0, float(c.exploration_final_eps), float(c.exploration_fraction))
+
+        def exploration(_progress_remaining: float) -> float:
+            # SB3 measures progress per learn() call; training runs in chunks, so use the
+            # decisions made so far out of the whole budget instead
+            done = self.model.num_timesteps / max(self.budget, 1)
+            return lin(1.0 - min(done, 1.0))
+
+        self.model.exploration_schedule = exploration
+
+    @property
+    def actor(self) -> torch.nn.Module:
+        """The Q-network (what ``policy.pt`` stores)."""
+        if self.model is None:
+            self._build()
+        return self.model.q_net
+
+    # ------------------------------------------------------------------ training
+    def collect(self, vec: Any, steps: int) -> dict[str, Any]:
+        """Train for ``steps x vec.num_envs`` head decisions (one runner update).
+
+        ``vec`` only provides the scenario configuration; the head runs its own central view.
+        """
+        if self.model is None:
+            self._build(vec.sims[0].cfg)
+        chunk = int(steps) * int(vec.num_envs)
+        if not self.budget:
+            self.budget = chunk  # replaced by the runner's total through set_budget
+        t0 = time.perf_counter()
+        self.model.learn(chunk, reset_num_timesteps=False, log_interval=None)
+        new = self.env.finished[self._seen :]
+        self._seen = len(self.env.finished)
+        for ep in new:
+            ep.setdefault("episode_return_mean", float("nan"))
+        return {
+            "rewards": np.zeros(1),
+            "episodes": new,
+            "collisions": 0.0,
+            "log": {
+                "epsilon": float(self.model.exploration_rate),
+                "decisions_per_s": chunk / max(time.perf_counter() - t0, 1e-9),
+            },
+        }
+
+    def set_budget(self, total_decisions: int) -> None:
+        """Total head decisions of the run (sets the exploration schedule's horizon)."""
+        self.budget = int(total_decisions)
+
+    def update(self, batch: dict[str, Any], progress: float) -> dict[str, float]:
+        """Learning happens inside :meth:`collect` (SB3's loop); count the update."""
+        self.updates += 1
+        return {}
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def greedy(self, obs: np.ndarray, mask: np.ndarray) -> int:
+        """Most valuable feasible action."""
+        q = self.actor(torch.as_tensor(obs[None], dtype=torch.float32))[0].numpy()
+        return int(np.where(mask, q, -np.inf).argmax())
+
+    def evaluate(
+        self, env_name: str, env_overrides: dict[str, Any], eval_seeds: list[int], episodes: int
+    ) -> dict[str, Any]:
+        """Held-out evaluation on the same workloads as the multi-agent schedulers.
+
+        Returns:
+            ``per_episode`` rows and ``summary`` means, with the DESIGN §6 metrics and
+            :data:`HEAD_METRICS`.
+        """
+        from edgesched.experiment.evaluation import SCALAR_METRICS
+
+        env = EdgeSchedCentralEnv(env_name, **env_overrides)
+        rows = []
+        for s in eval_seeds:
+            for k in range(episodes):
+                ws = eval_workload_seed(int(s), k)
+                obs, _ = env.reset(options={"workload_seed": ws})
+                per_slot: dict[int, list[float]] = {}
+                done = False
+                while not done:
+                    t = env.sim.t
+                    t0 = time.perf_counter()
+                    a = self.greedy(obs, env.action_masks())
+                    per_slot.setdefault(t, []).append(time.perf_counter() - t0)
+                    obs, _, term, trunc, info = env.step(a)
+                    done = term or trunc
+                m = info["episode"]
+                counts = np.array([len(v) for v in per_slot.values()])
+                busy = np.array([sum(v) for v in per_slot.values()])
+                row = {k2: m[k2] for k2 in SCALAR_METRICS}
+                row.update(
+                    {
+                        "eval_seed": int(s),
+                        "episode": k,
+                        "jct_by_priority": m["jct_by_priority"],
+                        "slots": m["slots"],
+                        "truncated": bool(trunc),
+                        "head_decisions_per_slot": float(counts.mean()),
+                        "head_decisions_per_slot_max": float(counts.max()),
+                        "head_latency_ms": 1e3 * float(busy.sum() / counts.sum()),
+                        "head_busy_ms_per_slot": 1e3 * float(busy.mean()),
+                    }
+                )
+                rows.append(row)
+        keys = SCALAR_METRICS + HEAD_METRICS
+        summary = {k: float(np.nanmean([r[k] for r in rows], dtype=np.float64)) for k in keys}
+        return {"per_episode": rows, "summary": summary}
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, optimizer, replay buffer, the environment and every RNG."""
+        m = self.model
+        if m is None:
+            return {"updates": self.updates, "budget": self.budget}
+        return {
+            "updates": self.updates,
+            "budget": self.budget,
+            "seen": self._seen,
+            "policy": m.policy.state_dict(),
+            "optim": m.policy.optimizer.state_dict(),
+            "replay": pickle.dumps(m.replay_buffer),
+            "vec_env": pickle.dumps(m.env),
+            "last_obs": m._last_obs,
+            "last_original_obs": m._last_original_obs,
+            "episode_starts": m._last_episode_starts,
+            "num_timesteps": m.num_timesteps,
+            "n_calls": m._n_calls,
+            "n_updates": m._n_updates,
+            "episode_num": m._episode_num,
+            "exploration_rate": m.exploration_rate,
+            # SB3's epsilon-greedy draws from numpy's legacy global generator
+            "np_rng": np.random.get_state(),  # noqa: NPY002
+            "py_rng": random.getstate(),
+            "torch_rng": torch.get_rng_state(),
+            "space_rng": m.action_space.np_random.bit_generator.state,
+        }
+
+    def load_state_dict(self, sd: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.updates = int(sd["updates"])
+        self.budget = int(sd["budget"])
+        if "policy" not in sd:
+            return
+        vec_env = pickle.loads(sd["vec_env"])
+        self._build(vec_env.envs[0].unwrapped.sim.cfg)
+        m = self.model
+        m.set_env(vec_env)
+        self.env = vec_env.envs[0]
+        while not isinstance(self.env, _TrainWorkloads):
+            self.env = self.env.env
+        self._seen = int(sd["seen"])
+        m.policy.load_state_dict(sd["policy"])
+        m.policy.optimizer.load_state_dict(sd["optim"])
+        m.replay_buffer = pickle.loads(sd["replay"])
+        m._last_obs = sd["last_obs"]
+        m._last_original_obs = sd["last_original_obs"]
+        m._last_episode_starts = sd["episode_starts"]
+        m.num_timesteps = int(sd["num_timesteps"])
+        m._n_calls = int(sd["n_calls"])
+        m._n_updates = int(sd["n_updates"])
+        m._episode_num = int(sd["episode_num"])
+        m.exploration_rate = float(sd["exploration_rate"])
+        np.random.set_state(sd["np_rng"])  # noqa: NPY002
+        random.setstate(sd["py_rng"])
+        torch.set_rng_state(sd["torch_rng"])
+        m.action_space.np_random.bit_generator.state = sd["space_rng"]
+
+
+__all__ = ["HEAD_METRICS", "DQNCentralTrainer"]
