@@ -193,8 +193,7 @@ def main() -> None:
         for k in ("central", "regional"):
             growth = last[k]["latency_ms"] / first[k]["latency_ms"]
             print(
-                f"# {k}: latency x{growth:.2f} from {names[0]} to {names[-1]} "
-                f"(nodes x{size:.0f})"
+                f"# {k}: latency x{growth:.2f} from {names[0]} to {names[-1]} (nodes x{size:.0f})"
             )
     if args.out:
         out = Path(args.out)
