@@ -5,13 +5,16 @@ Usage (``key=value`` arguments, values parsed as YAML)::
     python evaluate.py run_dir=outputs/runs/edge50/mappo_none/seed0/20250101-120000
     python evaluate.py run_dir=<path> eval_seeds=[10000,10001] episodes=2
     python evaluate.py baseline=random env=edge50
+    python evaluate.py baseline=least_loaded env=edge50 shield=central
     python evaluate.py baseline=local_only env=edge50 env.overrides.arrival_rate=0.05 \\
         eval_seeds=[10000,10001,10002] episodes=1 out=results/local_only_edge50.json
 
 A run is evaluated from its last checkpoint with its own config (``<run_dir>/eval.json``; the
 run's eval seeds and episodes unless given). A baseline defaults to the ``experiment=default``
 protocol and writes ``<output_dir>/baselines/<env>/<baseline>/eval.json`` unless ``out`` is
-given. The metrics are also printed as JSON.
+given (``<baseline>_<shield>`` with a shield). ``shield=central|regional`` runs the baseline
+behind a collision shield (regional: default rounds and boundary rule). The metrics are also
+printed as JSON.
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ from edgesched.experiment.schema import ExperimentConfig
 USAGE = (
     "usage: python evaluate.py run_dir=<path> [eval_seeds=[...]] [episodes=N]\n"
     "       python evaluate.py baseline=<name> env=<scenario> [env.overrides.<param>=<value>]"
-    " [eval_seeds=[...]] [episodes=N] [out=<path>] [output_dir=outputs]"
+    " [shield=<name>] [eval_seeds=[...]] [episodes=N] [out=<path>] [output_dir=outputs]"
 )
-KEYS = {"run_dir", "baseline", "env", "out", "eval_seeds", "episodes", "output_dir"}
+KEYS = {"run_dir", "baseline", "env", "out", "eval_seeds", "episodes", "output_dir", "shield"}
 OVERRIDE_PREFIX = "env.overrides."
 
 
@@ -56,7 +59,7 @@ def parse(argv: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
             raise UsageError(f"unknown key {key!r}; allowed: {sorted(KEYS)}, {OVERRIDE_PREFIX}*")
     if ("run_dir" in opts) == ("baseline" in opts):
         raise UsageError("give exactly one of run_dir=<path> or baseline=<name>")
-    if "run_dir" in opts and ({"env", "out", "output_dir"} & opts.keys() or overrides):
+    if "run_dir" in opts and ({"env", "out", "output_dir", "shield"} & opts.keys() or overrides):
         raise UsageError("run_dir= takes only eval_seeds= and episodes= (the run has its env)")
     if "eval_seeds" in opts:
         seeds = opts["eval_seeds"]
@@ -87,8 +90,10 @@ def main(argv: list[str]) -> int:
             protocol = ExperimentConfig()
             env = str(opts.get("env", "edge50"))
             name = str(opts["baseline"])
+            shield = str(opts.get("shield", "none"))
+            tag = name if shield == "none" else f"{name}_{shield}"
             out = opts.get("out") or (
-                f"{opts.get('output_dir', 'outputs')}/baselines/{env}/{name}/eval.json"
+                f"{opts.get('output_dir', 'outputs')}/baselines/{env}/{tag}/eval.json"
             )
             metrics = evaluate_baseline(
                 name,
@@ -97,6 +102,7 @@ def main(argv: list[str]) -> int:
                 opts.get("eval_seeds", list(protocol.eval_seeds)),
                 opts.get("episodes", protocol.eval_episodes),
                 str(out),
+                shield=shield,
             )
     except (ExperimentConfigError, ConfigError, KeyError, FileNotFoundError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)

@@ -162,3 +162,16 @@ def test_episode_metrics_in_final_infos():
     assert len(ep["jct_lower_bound"]) == ep["jobs_done"]
     assert ep["jct_lower_bound"].mean() <= ep["jct_mean_completed"]
     assert len(ep["jct_by_priority"]) == len(env.config.priority_probs)
+
+
+def test_central_view_runs_the_multi_agent_workload_of_a_seed():
+    from edgesched.envs import EdgeSchedCentralEnv
+
+    central = EdgeSchedCentralEnv("edge10")
+    central.reset(options={"workload_seed": 10_064})
+    par = edgesched.make_parallel("edge10")
+    par.reset(seed=10_064)
+    for attr in ("j_arrival", "j_model", "j_workers", "j_home"):
+        assert np.array_equal(getattr(central.sim, attr), getattr(par.sim, attr)), attr
+    with pytest.raises(ValueError, match="workload_seed"):
+        central.reset(options={"workload_seed": -1})

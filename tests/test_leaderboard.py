@@ -257,3 +257,61 @@ def test_readme_shows_the_generated_edge50_table():
     readme = (root / "README.md").read_text()
     region = readme.partition(README_START)[2].partition(README_END)[0]
     assert region.strip() == table_lines(md.read_text()).strip()
+
+
+# ---------------------------------------------------------------------------- studies
+def _row(algo, shield, learned, jct, lo, hi, coll_exec, coll_prop=10.0, util=0.5):
+    from edgesched.leaderboard.build import Row
+
+    metrics = {
+        "collisions_proposed": coll_prop,
+        "collisions_executed": coll_exec,
+        "median_node_utilization": util,
+        "shield_interventions": 3.0 if shield != "none" else float("nan"),
+    }
+    return Row(
+        algo=algo,
+        shield=shield,
+        learned=learned,
+        train_seeds=[0, 1, 2] if learned else [],
+        eval_seeds=list(range(10_000, 10_010)),
+        episodes=1,
+        mean=stats.Estimate(jct, lo, hi),
+        iqm=stats.Estimate(jct, lo, hi),
+        metrics=metrics,
+        normalized_score=0.5,
+        p_improvement=0.5,
+        commits=["abc"],
+        config_hashes=["h"],
+        episode_jcts=[jct],
+    )
+
+
+def test_srole_study_computes_the_targets_from_the_rows():
+    from edgesched.leaderboard.studies import render_srole
+
+    assert render_srole({"edge50": [_row("mappo", "none", True, 50, 45, 55, 40)]}) is None
+    rows = [
+        _row("srole", "central", True, 30.0, 28, 32, 0.0),  # 40% lower JCT, 100% fewer
+        _row("srole", "regional", True, 40.0, 38, 42, 30.0),  # 20% lower JCT, 25% fewer
+        _row("mappo", "none", True, 50.0, 45, 55, 40.0),
+        _row("dqn_central", "none", True, 45.0, 40, 50, 0.0),
+        _row("optimus", "none", False, 35.0, 33, 37, 20.0),
+        _row("random", "none", False, 60.0, 55, 65, 50.0),
+    ]
+    md = render_srole({"edge50-highload": rows})
+    assert "## edge50-highload" in md and "## edge50\n" not in md
+    assert "optimus (best heuristic)" in md and "random" not in md.split("## edge50")[1]
+    central = next(
+        line for line in md.splitlines() if line.startswith("- srole + central vs mappo")
+    )
+    assert "40.0% lower (target >= 30%: met)" in central
+    assert "100.0% fewer (target >= 45%: met)" in central
+    regional = next(
+        line for line in md.splitlines() if line.startswith("- srole + regional vs mappo")
+    )
+    assert "20.0% lower (target >= 30%: missed)" in regional
+    assert "25.0% fewer (target >= 45%: missed)" in regional
+    vs = [line for line in md.splitlines() if "vs dqn_central, optimus" in line]
+    assert "lower than each (95% CIs disjoint)" in vs[0]
+    assert "not lower than each" in vs[1]

@@ -259,3 +259,37 @@ def test_srole_learner_pays_the_penalty_for_proposed_collisions():
     hits = logs[5.0]["collision_agents_per_step"] * 24 * 2
     assert hits > 0
     assert float((rewards[0.0] - rewards[5.0]).sum()) == pytest.approx(5.0 * hits, rel=1e-5)
+
+
+def test_shielded_heuristic_record_reproduces_under_validate(tmp_path):
+    pytest.importorskip("torch")
+    from edgesched.experiment import evaluate_baseline
+    from edgesched.leaderboard.records import load_records
+    from edgesched.leaderboard.validate import validate_records
+
+    out = tmp_path / "results" / "shielded.jsonl"
+    out.parent.mkdir()
+    summary = evaluate_baseline(
+        "least_loaded", "edge10", {"max_slots": 60}, [10_000, 10_001], 1, str(tmp_path / "r.json")
+    )
+    plain = evaluate_baseline(
+        "least_loaded", "edge10", {"max_slots": 60}, [10_000, 10_001], 1, str(tmp_path / "p.json")
+    )
+    shielded = evaluate_baseline(
+        "least_loaded",
+        "edge10",
+        {"max_slots": 60},
+        [10_000, 10_001],
+        1,
+        str(tmp_path / "s.json"),
+        shield="central",
+    )
+    assert summary == plain
+    assert plain["collisions_executed"] > 0, "least_loaded must collide here for this to test"
+    assert shielded["collisions_executed"] == 0
+    assert shielded["collisions_proposed"] > 0 and shielded["shield_interventions"] > 0
+    out.write_text((tmp_path / "s.json").read_text().replace("\n", "") + "\n")
+    records = load_records([out.parent], [])
+    assert records[0].data["shield"] == "central"
+    report = validate_records(records, tmp_path)
+    assert not report.mismatches and not report.skipped

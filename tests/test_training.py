@@ -260,3 +260,15 @@ def test_saved_policy_reproduces_the_evaluation(tmp_path):
     assert env == "edge10" and overrides == {"max_slots": 40}
     again = evaluate_scheduler(policy, env, overrides, [10_000], 1)["summary"]
     assert again == pytest.approx(summary, nan_ok=True)
+
+
+def test_dqn_central_policy_file_reproduces_its_evaluation(tmp_path):
+    from edgesched.experiment.evaluation import load_policy
+
+    cfg = make_cfg(tmp_path / "run", algo="dqn_central", total_env_steps=256)
+    cfg.algo.learning_starts = 32
+    summary = run(cfg)
+    head, env, overrides = load_policy(str(tmp_path / "run" / "policy.pt"))
+    again = head.evaluate(env, overrides, [10_000], 1)["summary"]
+    assert again["jct_mean"] == summary["jct_mean"]
+    assert again["head_decisions_per_slot"] == summary["head_decisions_per_slot"] > 0

@@ -152,6 +152,8 @@ class DQNCentralTrainer:
     def actor(self) -> torch.nn.Module:
         """The Q-network (what ``policy.pt`` stores)."""
         if self.model is None:
+            # evaluation only: no replay buffer worth allocating
+            self.budget = self.budget or 1
             self._build()
         return self.model.q_net
 

@@ -375,23 +375,32 @@ def evaluate_baseline(
     eval_seeds: list[int],
     episodes: int,
     out_path: str,
+    shield: str = "none",
 ) -> dict[str, Any]:
-    """Evaluate a registered heuristic on held-out seeds and write its record to ``out_path``."""
+    """Evaluate a registered heuristic on held-out seeds and write its record to ``out_path``.
+
+    ``shield`` runs it behind a registered collision shield (default options).
+    """
+    from edgesched.shields import list_shields
+
+    if shield not in list_shields():
+        raise KeyError(f"unknown shield {shield!r}; registered shields: {list_shields()}")
     scenario = get_scenario(env_name)
     sim_cfg = scenario.config(**env_overrides)
     spec = EnvSpec.of(EdgeClusterSim(sim_cfg, scenario_id=scenario.id))
     policy = make_baseline(name, spec, seed=0)
-    result = evaluate_scheduler(policy, env_name, env_overrides, eval_seeds, episodes)
+    result = evaluate_scheduler(policy, env_name, env_overrides, eval_seeds, episodes, shield)
     record = make_record(
         env_name=env_name,
         env_overrides=env_overrides,
         algo=name,
-        shield="none",
+        shield=shield,
         train_seed=None,
         eval_seeds=eval_seeds,
         episodes=episodes,
         result=result,
-        config={"baseline": name, "env": env_name, "overrides": env_overrides},
+        config={"baseline": name, "env": env_name, "overrides": env_overrides}
+        | ({"shield": shield} if shield != "none" else {}),
     )
     atomic_write_json(out_path, record)
     return result["summary"]

@@ -109,6 +109,7 @@ def compute_rows(recs: list[Record], reference: str = REFERENCE) -> list[Row]:
                 "jobs_unfinished",
                 "jct_lower_bound_mean",
                 "makespan",
+                "shield_interventions",
             )
         }
         mean = stats.stratified_bootstrap(strata, "mean")
@@ -403,9 +404,10 @@ def build(
         raise RecordError(f"no records found in results={results} runs={runs}")
     out = Path(out)
     written = []
+    tables: dict[str, list[Row]] = {}
     for name, recs in group_tables(records).items():
         scenario_id = recs[0].data["scenario"]
-        rows = compute_rows(recs, reference)
+        rows = tables[name] = compute_rows(recs, reference)
         md = render_markdown(scenario_id, recs[0].data["env_overrides"], rows, reference, len(recs))
         atomic_write_text(out / f"{name}.md", md)
         atomic_write_text(out / f"{name}.csv", render_csv(scenario_id, rows, reference))
@@ -413,6 +415,12 @@ def build(
         if plots:
             atomic_write_bytes(out / f"{name}.png", render_png(scenario_id, rows))
             written.append(out / f"{name}.png")
+    from .studies import render_srole
+
+    study = render_srole(tables)
+    if study is not None:
+        atomic_write_text(out / "srole.md", study)
+        written.append(out / "srole.md")
     return written
 
 
