@@ -122,6 +122,9 @@ class SimConfig:
     """Multiplies the heavy-tailed straggler excess; 0 disables stragglers."""
     straggler_prob_scale: float = 1.0
     """Multiplies the probability that a worker straggles in a slot (capped at 1)."""
+    edgegossip_min_gain: float = 0.01
+    """``edgegossip`` jobs stop once their accuracy gain per epoch, past the curve's
+    inflection, falls below this (0.01 = 1 point per epoch); 0 turns the stop off."""
 
     # --- decisions -----------------------------------------------------------------------
     alloc_mode: str = "scale"
@@ -233,6 +236,7 @@ class SimConfig:
         _float_range("contention_exponent", self.contention_exponent, 0.0, 10.0)
         _float_range("straggler_scale", self.straggler_scale, 0.0, 1e3)
         _float_range("straggler_prob_scale", self.straggler_prob_scale, 0.0, 1e3)
+        _float_range("edgegossip_min_gain", self.edgegossip_min_gain, 0.0, 1.0)
         _float_range("collision_penalty", self.collision_penalty, 0.0, 1e9)
         _float_range("resource_cost_weight", self.resource_cost_weight, 0.0, 1e9)
         _float_range("accuracy_gain_weight", self.accuracy_gain_weight, 0.0, 1e9)

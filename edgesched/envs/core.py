@@ -108,6 +108,9 @@ class EdgeClusterSim:
         self.num_priorities = len(config.priority_probs)
         self._sync_names = tuple(name for name, _ in config.sync_mix)
         self._sync = [get_sync_scheme(n) for n in self._sync_names]
+        self._sync = [s.bind(config) if s.bind is not None else s for s in self._sync]
+        self._balance = np.array([s.balance_load for s in self._sync])
+        self._acc_stop = np.array([s.accuracy_stop for s in self._sync])
         self._single_compute_rule = len({s.compute_time for s in self._sync}) == 1
         self._shared = config.visibility == "shared"
         self._sync_cache: dict[tuple[int, ...], float] = {}
@@ -737,6 +740,13 @@ class EdgeClusterSim:
     def _start(self, jobs: np.ndarray) -> None:
         self.status[jobs] = RUNNING
         self.start_slot[jobs] = self.t
+        if self._balance.any() and not self._tapfinger:
+            bal = jobs[self._balance[self.j_sync[jobs]] & (self.j_workers[jobs] > 1)]
+            for j in bal.tolist():
+                # EdgeGossip: data shares proportional to speed even out iteration times
+                w = int(self.j_workers[j])
+                t = self.w_iter0[j, :w]
+                self.w_iter0[j, :w] = w / np.sum(1.0 / t)
         self.running = np.concatenate([self.running, jobs])
         multi = jobs[self.j_workers[jobs] > 1]
         if len(multi) and not self._tapfinger:
@@ -871,8 +881,17 @@ class EdgeClusterSim:
                 self.cfg.slot_seconds / it * self.j_samples_per_iter[running]
             )
             self.progress[running] = x
-            q = -np.expm1(-((x / self.j_tau[running]) ** self.j_k[running]))
+            u = (x / self.j_tau[running]) ** self.j_k[running]
+            q = -np.expm1(-u)
             done = (q >= self.j_target[running]) | (x >= self.j_max_samples[running])
+            if self._acc_stop.any():
+                # EdgeGossip's accuracy-aware stop. On q = 1 - exp(-u), u = (x / tau)^k, the
+                # gain per sample is k u (1 - q) / x; per epoch it is that times the epoch's
+                # samples. Early on (before the inflection, u < (k-1)/k) gains still grow.
+                k = self.j_k[running]
+                stop = self._acc_stop[self.j_sync[running]] & (u > (k - 1.0) / k)
+                gain = k * u * (1.0 - q) / np.maximum(x, 1e-12) * (0.1 * self.j_x90[running])
+                done |= stop & (gain < self.cfg.edgegossip_min_gain)
         self.quality[running] = q
         if done.any():
             fin = running[done]

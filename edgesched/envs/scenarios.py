@@ -163,6 +163,34 @@ register_scenario(
 )
 register_scenario(
     Scenario(
+        "edge50-hgc",
+        0,
+        "edge50-stragglers where every job synchronizes with hierarchical gradient coding "
+        "(sync 'hgc': workers grouped in pairs under edge aggregators, tolerances chosen "
+        "for the scenario's straggler model; Tang et al., 2024).",
+        _edge(
+            50,
+            6,
+            10,
+            EDGE_RATE,
+            straggler_scale=3.0,
+            straggler_prob_scale=1.5,
+            sync_mix=(("hgc", 1.0),),
+        ),
+    )
+)
+register_scenario(
+    Scenario(
+        "edge50-edgegossip",
+        0,
+        "edge50 where every job trains with EdgeGossip (sync 'edgegossip': gossip averaging, "
+        "data shares balanced to worker speed across the heterogeneous tiers, accuracy-aware "
+        "stop; Han et al., TPDS 2021).",
+        _edge(50, 6, 10, EDGE_RATE, sync_mix=(("edgegossip", 1.0),)),
+    )
+)
+register_scenario(
+    Scenario(
         "melbourne125",
         0,
         "125 edge servers at the real EUA base-station sites of Melbourne CBD (Lai et al., "

@@ -6,9 +6,9 @@ the statistical efficiency of its averaging (1.0 = exact gradient averaging). Pl
 non-preemptive, so the simulator calls a scheme once per job, when the job starts.
 
 Extension point: the straggler-tolerant schemes (``edgegossip``, ``hgc``) register themselves
-with :func:`register_sync_scheme` from their own module; a scheme may also replace the
-compute-time aggregation (``compute_time``) because coded schemes do not wait for the slowest
-worker.
+with :func:`register_sync_scheme` from their own module (:mod:`edgesched.envs.sync_coded`); a
+scheme may also replace the compute-time aggregation (``compute_time``) because coded schemes
+do not wait for the slowest worker.
 
 Communication model (assumptions, DESIGN §3.4): gradients of ``model_mb`` megabytes; pairwise
 bandwidth is the widest-path bottleneck between the two nodes; latency the fastest path.
@@ -57,12 +57,21 @@ class SyncScheme:
         sync_time: seconds of communication per iteration for each job.
         efficiency: statistical efficiency of the averaging (scalar or per-config override).
         compute_time: how per-worker compute times combine into the iteration's compute time.
+        bind: optional ``SimConfig -> SyncScheme`` specializing the scheme to a scenario when
+            the simulator is built (``hgc`` picks its code for the scenario's stragglers).
+        balance_load: data shares in proportion to worker speed (``edgegossip``): the
+            simulator evens out the workers' per-iteration times when the job starts.
+        accuracy_stop: the job stops once its accuracy gains flatten (``edgegossip``; the
+            threshold is the scenario's ``edgegossip_min_gain``).
     """
 
     name: str
     sync_time: SyncTimeFn
     efficiency: float = 1.0
     compute_time: ComputeTimeFn = slowest_worker
+    bind: Callable[..., SyncScheme] | None = None
+    balance_load: bool = False
+    accuracy_stop: bool = False
 
 
 _REGISTRY: dict[str, SyncScheme] = {}
@@ -134,3 +143,6 @@ register_sync_scheme(SyncScheme("allreduce", _allreduce_time))
 # Neighbour averaging is inexact: consensus error costs samples. 0.85 is an assumption in the
 # range decentralized-SGD studies report for ring topologies (Lian et al., NeurIPS'17).
 register_sync_scheme(SyncScheme("gossip", _gossip_time, efficiency=0.85))
+
+# the straggler-tolerant schemes live in their own module and register themselves
+from . import sync_coded  # noqa: E402,F401

@@ -1,0 +1,147 @@
+"""Hierarchical gradient coding: exact decoding under every allowed straggler pattern, the
+load bound, the optimizer against exhaustive search, and bad parameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgesched.envs.coding import (
+    UndecodableError,
+    allowed_patterns,
+    build_hgc,
+    flat_gc_iteration_times,
+    hgc_iteration_times,
+    optimize_hgc,
+    pai_stragglers,
+    partition_sizes,
+    shifted_exponential,
+    uncoded_iteration_times,
+)
+
+INSTANCES = [
+    ((2, 3, 2), 1, 1),
+    ((3, 3, 3), 1, 2),
+    ((2, 2), 1, 1),
+    ((4, 3, 2, 3), 2, 1),
+    ((3,), 0, 2),
+    ((2, 2, 2), 0, 0),
+    ((1, 2, 3), 2, 0),
+]
+
+
+def _sub_gradients(code, g, rng):
+    """Per edge, each partition's gradient cut into m_i random pieces that sum to it."""
+    out = []
+    for mi in code.m:
+        x = rng.standard_normal((code.n, mi, g.shape[1]))
+        x[:, -1] = g - x[:, :-1].sum(axis=1)
+        out.append(x)
+    return out
+
+
+@pytest.mark.parametrize(("m", "s_e", "s_w"), INSTANCES)
+def test_master_recovers_the_exact_sum_under_every_allowed_pattern(m, s_e, s_w):
+    rng = np.random.default_rng(7)
+    code = build_hgc(m, s_e, s_w, rng)
+    g = rng.standard_normal((code.n, 6))
+    messages = code.encode(_sub_gradients(code, g, rng))
+    patterns = 0
+    for edge_alive, worker_alive in allowed_patterns(code):
+        out = code.decode(messages, edge_alive, worker_alive)
+        np.testing.assert_allclose(out, g.sum(axis=0), rtol=1e-9, atol=1e-9)
+        patterns += 1
+    assert patterns >= 1
+
+
+@pytest.mark.parametrize(("m", "s_e", "s_w"), [i for i in INSTANCES if i[1] + 1 < len(i[0])])
+def test_too_many_straggling_edges_is_reported_not_decoded(m, s_e, s_w):
+    rng = np.random.default_rng(3)
+    code = build_hgc(m, s_e, s_w, rng)
+    g = rng.standard_normal((code.n, 4))
+    messages = code.encode(_sub_gradients(code, g, rng))
+    alive = np.ones(code.n, bool)
+    alive[: s_e + 1] = False
+    with pytest.raises(UndecodableError, match="straggled"):
+        code.decode(messages, alive, [np.ones(mi, bool) for mi in code.m])
+
+
+def test_too_many_straggling_workers_is_reported():
+    rng = np.random.default_rng(0)
+    code = build_hgc((3, 3), 0, 1, rng)
+    g = rng.standard_normal((2, 4))
+    messages = code.encode(_sub_gradients(code, g, rng))
+    workers = [np.array([True, False, False]), np.ones(3, bool)]
+    with pytest.raises(UndecodableError):
+        code.decode(messages, np.ones(2, bool), workers)
+
+
+@pytest.mark.parametrize(("m", "s_e", "s_w"), INSTANCES)
+def test_loads_meet_the_tradeoff_bound_when_the_construction_allows(m, s_e, s_w):
+    code = build_hgc(m, s_e, s_w)
+    assert code.bound == pytest.approx((s_e + 1) * (s_w + 1) / sum(m))
+    # the bound is a lower bound on the largest load for any scheme
+    assert max(code.loads) >= code.bound * (1 - 1e-9)
+    if code.bound_met:
+        np.testing.assert_allclose(code.loads, code.bound)
+    # every data partition is covered s_e + 1 times, each sub-part s_w + 1 times per edge
+    assert code.p.sum() == pytest.approx(1.0) and (code.p >= 0).all()
+
+
+def test_equal_edges_always_meet_the_bound_and_some_uneven_ones_cannot():
+    for n, mi, s_e in ((4, 3, 1), (6, 2, 2), (5, 4, 4)):
+        assert build_hgc((mi,) * n, s_e, 1).bound_met
+    # window sums over a 2-cycle cannot differ when both windows cover everything
+    code = build_hgc((1, 5), 1, 0)
+    assert not code.bound_met and max(code.loads) > code.bound
+    p, exact = partition_sizes((1, 5), 1)
+    assert not exact and p.sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"m": (2, 2), "s_e": 2, "s_w": 0}, "s_e"),
+        ({"m": (3, 1), "s_e": 0, "s_w": 1}, "s_w"),
+        ({"m": (2, 0), "s_e": 0, "s_w": 0}, "empty edge"),
+        ({"m": (), "s_e": 0, "s_w": 0}, "at least one edge"),
+    ],
+)
+def test_bad_parameters_raise_clear_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        build_hgc(**kwargs)
+
+
+def test_optimizer_never_worse_than_uncoded_and_greedy_matches_exhaustive():
+    rng = np.random.default_rng(11)
+    for trial in range(12):
+        n = int(rng.integers(2, 5))
+        m = tuple(int(x) for x in rng.integers(2, 5, size=n))
+        total = sum(m)
+        sev = float(rng.choice([0.3, 1.0, 3.0, 10.0]))
+        draw = shifted_exponential(1.0, sev) if trial % 2 else pai_stragglers(sev)
+        unit = draw(rng, (800, total))
+        speed = rng.choice([0.5, 1.0, 2.0], size=total)
+        greedy = optimize_hgc(m, unit, speed, method="greedy")
+        exhaustive = optimize_hgc(m, unit, speed, method="exhaustive")
+        uncoded = uncoded_iteration_times(m, unit, speed).mean()
+        assert greedy.expected_time <= uncoded * (1 + 1e-12)
+        assert exhaustive.expected_time <= greedy.expected_time * (1 + 1e-12)
+        assert greedy.expected_time <= 1.05 * exhaustive.expected_time
+        assert greedy.evaluations <= exhaustive.evaluations
+
+
+def test_coding_pays_off_only_under_heavy_stragglers():
+    rng = np.random.default_rng(5)
+    m = (4, 4, 4, 4)
+    light = shifted_exponential(1.0, 0.1)(rng, (4000, 16))
+    heavy = shifted_exponential(1.0, 30.0)(rng, (4000, 16))
+    assert optimize_hgc(m, light).s_w == 0  # no tail to cut: coding only adds load
+    best = optimize_hgc(m, heavy)
+    assert uncoded_iteration_times(m, heavy).mean() / best.expected_time > 2.0
+    # the hierarchical code is at least as fast as flat coding with the same samples
+    flat = min(flat_gc_iteration_times(m, s, heavy).mean() for s in range(16))
+    assert best.expected_time <= flat * 1.02
+    # iteration time of a fixed code is an order statistic of worker times
+    t = hgc_iteration_times(m, 1, 1, heavy)
+    assert t.shape == (4000,) and (t > 0).all()
