@@ -145,3 +145,11 @@ def test_coding_pays_off_only_under_heavy_stragglers():
     # iteration time of a fixed code is an order statistic of worker times
     t = hgc_iteration_times(m, 1, 1, heavy)
     assert t.shape == (4000,) and (t > 0).all()
+
+
+def test_loads_below_the_bound_are_rejected():
+    unit = np.ones((10, 6))
+    with pytest.raises(ValueError, match="violate the bound"):
+        hgc_iteration_times((3, 3), 1, 1, unit, loads=[0.3, 0.3])
+    ok = hgc_iteration_times((3, 3), 1, 1, unit, loads=[4 / 6, 4 / 6])
+    assert ok.shape == (10,)

@@ -313,6 +313,16 @@ def hgc_iteration_times(
     """
     if loads is None:
         loads = build_hgc(m, s_e, s_w).loads
+    else:
+        # every data point must be computed (s_e+1)(s_w+1) times for the code to tolerate
+        # the stragglers, i.e. the mean load is at least the trade-off bound
+        need = (s_e + 1) * (s_w + 1)
+        have = float(np.dot(m, loads))
+        if len(loads) != len(m) or have < need * (1 - 1e-9):
+            raise ValueError(
+                f"loads={list(loads)} violate the bound: sum_i m_i * load_i = {have:.4g} < "
+                f"(s_e+1)(s_w+1) = {need} (mean load below {need / sum(m):.4g})"
+            )
     speed = np.ones(sum(m)) if speed is None else np.asarray(speed, float)
     edge_t = np.empty((unit.shape[0], len(m)))
     start = 0
