@@ -16,11 +16,13 @@ Usage::
 
     python benchmarks/shield_value.py                      # edge50-highload and edge50
     python benchmarks/shield_value.py --scenarios edge50 --exponents 1 2 --seeds 3
+    python benchmarks/shield_value.py --out benchmarks/results   # also write shield_value.md
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 
@@ -39,13 +41,18 @@ def main() -> None:
     p.add_argument("--baselines", nargs="+", default=["least_loaded", "random"])
     p.add_argument("--shields", nargs="+", default=["none", "central", "regional"])
     p.add_argument("--seeds", type=int, default=5, help="held-out seeds from 10000")
+    p.add_argument("--out", default="", help="directory for shield_value.md")
     args = p.parse_args()
     seeds = list(range(10_000, 10_000 + args.seeds))
-    print(
+    lines = [
+        f"Held-out seeds {seeds[0]}..{seeds[-1]}, one episode each; mean JCT in slots.",
+        "",
         "| scenario | contention exponent | heuristic | shield | mean JCT | unfinished jobs | "
-        "collisions proposed | collisions executed |"
-    )
-    print("|---|---:|---|---|---:|---:|---:|---:|")
+        "collisions proposed | collisions executed |",
+        "|---|---:|---|---|---:|---:|---:|---:|",
+    ]
+    for line in lines:
+        print(line)
     for name in args.scenarios:
         sc = get_scenario(name)
         for ex in args.exponents:
@@ -57,12 +64,17 @@ def main() -> None:
                     s = evaluate_scheduler(policy, name, overrides, seeds, 1, shield=shield)
                     m = s["summary"]
                     jcts = [r["jct_mean"] for r in s["per_episode"]]
-                    print(
+                    lines.append(
                         f"| {name} | {ex:g} | {base} | {shield} | {np.mean(jcts):.1f} | "
                         f"{m['jobs_unfinished']:.1f} | {m['collisions_proposed']:.1f} | "
-                        f"{m['collisions_executed']:.1f} |",
-                        flush=True,
+                        f"{m['collisions_executed']:.1f} |"
                     )
+                    print(lines[-1], flush=True)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "shield_value.md").write_text("\n".join(lines) + "\n")
+        print(f"# wrote {out}/shield_value.md")
 
 
 if __name__ == "__main__":
