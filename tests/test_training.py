@@ -183,16 +183,41 @@ def test_bad_config_writes_nothing(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
-def read_wandb_summary(run_file: Path) -> dict:
+def read_wandb_summary(run_file: Path, wait_s: float = 60.0) -> dict:
     """Merge the summary records of an offline ``run-*.wandb`` file.
 
     The file is wandb's LevelDB-style log of protobuf ``Record``s: a 7-byte header, then
     32 KiB blocks of chunks with a (crc32, length, type) header; wandb ships no reader.
+    ``run.finish()`` can return before wandb's service process has flushed the file (seen on
+    a loaded machine), so this waits for the run's ``exit`` record, up to ``wait_s``.
     """
     from wandb.proto import wandb_internal_pb2 as pb
 
-    data = run_file.read_bytes()
-    assert data[:4] == b":W&B"
+    deadline = time.monotonic() + wait_s
+    while True:
+        records = _wandb_records(run_file.read_bytes())
+        kinds = []
+        for raw in records:
+            rec = pb.Record()
+            rec.ParseFromString(raw)
+            kinds.append(rec.WhichOneof("record_type"))
+        if "exit" in kinds or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    summary: dict = {}
+    for raw in records:
+        rec = pb.Record()
+        rec.ParseFromString(raw)
+        if rec.WhichOneof("record_type") == "summary":
+            for item in rec.summary.update:
+                summary[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+    return summary
+
+
+def _wandb_records(data: bytes) -> list[bytes]:
+    """The complete records of a ``.wandb`` file's bytes (a partial tail is left out)."""
+    if data[:4] != b":W&B":  # not written yet
+        return []
     pos, block, buf, records = 7, 32768, b"", []
     while pos + 7 <= len(data):
         if block - pos % block < 7:  # block trailer padding
@@ -203,16 +228,9 @@ def read_wandb_summary(run_file: Path) -> dict:
         if kind == 0:
             break
         buf = chunk if kind in (1, 2) else buf + chunk
-        if kind in (1, 4):
+        if kind in (1, 4) and len(chunk) == length:
             records.append(buf)
-    summary: dict = {}
-    for raw in records:
-        rec = pb.Record()
-        rec.ParseFromString(raw)
-        if rec.WhichOneof("record_type") == "summary":
-            for item in rec.summary.update:
-                summary[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
-    return summary
+    return records
 
 
 def test_wandb_offline_run_holds_summary(tmp_path, monkeypatch):
@@ -224,6 +242,7 @@ def test_wandb_offline_run_holds_summary(tmp_path, monkeypatch):
     files = list((tmp_path / "w").rglob("offline-run-*/run-*.wandb"))
     assert len(files) == 1, "one wandb offline run inside the run directory"
     logged = read_wandb_summary(files[0])
+    assert "eval/jct_mean" in logged, f"summary keys in the run file: {sorted(logged)}"
     assert logged["eval/jct_mean"] == pytest.approx(summary["jct_mean"])
     assert logged["_step"] == 2  # both updates' curves were logged
     assert "reward_mean" in logged and "policy_loss" in logged

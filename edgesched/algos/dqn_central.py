@@ -112,6 +112,7 @@ class DQNCentralTrainer:
     # ------------------------------------------------------------------ model
     def _build(self, sim_cfg: Any = None) -> None:
         from stable_baselines3 import DQN
+        from stable_baselines3.common.logger import Logger
         from stable_baselines3.common.utils import LinearSchedule
 
         if sim_cfg is None:
@@ -138,6 +139,9 @@ class DQNCentralTrainer:
             device="cpu",
             verbose=0,
         )
+        # SB3's default logger creates an SB3-<timestamp> folder in the temp dir on every
+        # learn(); ours logs through the run's own metrics, so give it one without outputs
+        self.model.set_logger(Logger(folder=None, output_formats=[]))
         lin = LinearSchedule(1.0, float(c.exploration_final_eps), float(c.exploration_fraction))
 
         def exploration(_progress_remaining: float) -> float:
