@@ -21,21 +21,24 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from edgesched import ConfigError
 from edgesched.experiment import ExperimentConfigError
-from edgesched.experiment.schema import ExperimentConfig
+from edgesched.experiment.schema import TRACE_PARAMS, ExperimentConfig
 
 USAGE = (
     "usage: python evaluate.py run_dir=<path> [eval_seeds=[...]] [episodes=N]\n"
     "       python evaluate.py baseline=<name> env=<scenario> [env.overrides.<param>=<value>]"
+    " [env.trace.path=<csv>]"
     " [shield=<name>] [eval_seeds=[...]] [episodes=N] [out=<path>] [output_dir=outputs]"
 )
 KEYS = {"run_dir", "baseline", "env", "out", "eval_seeds", "episodes", "output_dir", "shield"}
 OVERRIDE_PREFIX = "env.overrides."
+TRACE_PREFIX = "env.trace."
 
 
 class UsageError(ValueError):
@@ -53,10 +56,19 @@ def parse(argv: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
         value = yaml.safe_load(text) if text else ""
         if key.startswith(OVERRIDE_PREFIX):
             overrides[key[len(OVERRIDE_PREFIX) :]] = value
+        elif key.startswith(TRACE_PREFIX) and key[len(TRACE_PREFIX) :] in TRACE_PARAMS:
+            name = key[len(TRACE_PREFIX) :]
+            local = Path(str(value)).expanduser()
+            if name == "path" and local.is_file():  # the record names the file, wherever read
+                value = str(local.resolve())
+            overrides[TRACE_PARAMS[name]] = value
         elif key in KEYS:
             opts[key] = value
         else:
-            raise UsageError(f"unknown key {key!r}; allowed: {sorted(KEYS)}, {OVERRIDE_PREFIX}*")
+            raise UsageError(
+                f"unknown key {key!r}; allowed: {sorted(KEYS)}, {OVERRIDE_PREFIX}*, "
+                f"{', '.join(TRACE_PREFIX + k for k in TRACE_PARAMS)}"
+            )
     if ("run_dir" in opts) == ("baseline" in opts):
         raise UsageError("give exactly one of run_dir=<path> or baseline=<name>")
     if "run_dir" in opts and ({"env", "out", "output_dir", "shield"} & opts.keys() or overrides):

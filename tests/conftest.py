@@ -8,7 +8,7 @@ import edgesched
 from edgesched.envs.topology import find_data_dir
 
 DATA_DIR = find_data_dir()
-NEEDS_DATA = {"melbourne125"}
+NEEDS_DATA = {"melbourne125", "edge50-philly", "edge50-trace"}
 
 
 def scenario_params() -> list:

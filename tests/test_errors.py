@@ -473,9 +473,27 @@ def test_eua_no_sites(tmp_path: Path) -> None:
         load_eua_sites(f)
 
 
+# A two-link stand-in for the Topology Zoo archive: one link with a raw speed, one labelled.
+ZOO_GML = """graph [
+  edge [ source 0 target 1 LinkSpeedRaw 2500000000.0 ]
+  edge [ source 1 target 2 LinkLabel "< 155 Mbps" ]
+  edge [ source 0 target 2 ]
+]
+"""
+
+
 def _data_dir_with_sites(root: Path, content: str) -> Path:
+    import io
+    import tarfile
+
     (root / "eua").mkdir(parents=True)
     (root / "eua" / "site-optus-melbCBD.csv").write_text(content)
+    (root / "topology-zoo").mkdir()
+    with tarfile.open(root / "topology-zoo" / "gml.tar.gz", "w:gz") as tf:
+        blob = ZOO_GML.encode()
+        info = tarfile.TarInfo("gml/Aarnet.gml")
+        info.size = len(blob)
+        tf.addfile(info, io.BytesIO(blob))
     return root
 
 
@@ -489,6 +507,8 @@ def test_eua_topology_loads_from_data_dir(tmp_path: Path, monkeypatch: pytest.Mo
     env = make_parallel("melbourne125", data_dir=str(data), **EUA_SMALL)
     env.reset(seed=0)
     assert env.sim.cluster.pos.shape == (8, 2)
+    # link bandwidths come from the archive's two links with a capacity (Gbit/s)
+    assert set(np.unique(env.sim.cluster.link_bw)) <= {2.5, 0.155}
 
 
 def test_eua_malformed_row_surfaces_through_env(

@@ -19,10 +19,12 @@ the default reward sums to minus the total job completion time (Little's law).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from conftest import DATA_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -75,7 +77,41 @@ def tapfinger_configs(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
-any_config = st.one_of(edge_configs(), tapfinger_configs())
+TRACES = Path(__file__).parent / "fixtures" / "traces"
+
+
+@st.composite
+def trace_configs(draw: st.DrawFn) -> dict[str, Any]:
+    """edge10 variants driven by a trace fixture of each format (random or fixed windows)."""
+    params = draw(edge_configs())
+    params.pop("arrival_rate")
+    trace = draw(st.sampled_from(["philly_busy.csv", "pollux_small.csv", "alibaba_small.csv"]))
+    return {
+        **params,
+        "trace_path": str(TRACES / trace),
+        "arrival_rate": draw(st.sampled_from([0.2, 1.0])),
+        "trace_window_start_hours": draw(st.sampled_from([-1.0, 0.0])),
+    }
+
+
+@st.composite
+def melbourne_configs(draw: st.DrawFn) -> dict[str, Any]:
+    """The first 8-20 real Melbourne sites with AARNet link capacities."""
+    n = draw(st.integers(8, 20))
+    return {
+        "scenario": "melbourne125",
+        "num_nodes": n,
+        "neighbors_k": draw(st.integers(2, 6)),
+        "max_slots": 30,
+        "max_steps": 60,
+        "arrival_rate": 0.2,
+        "arrival_slots": 20,
+        "collision_mode": draw(st.sampled_from(["overload", "reject"])),
+        "topology_seed": draw(st.integers(0, 3)),
+    }
+
+
+any_config = st.one_of(edge_configs(), tapfinger_configs(), trace_configs())
 
 
 def build(params: dict[str, Any]) -> EdgeClusterSim:
@@ -309,6 +345,23 @@ def test_invariants_hold_every_step_edge(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(params=tapfinger_configs(), seed=SEEDS, policy_seed=st.integers(0, 2**16))
 def test_invariants_hold_every_step_tapfinger(
+    params: dict[str, Any], seed: int, policy_seed: int
+) -> None:
+    run_and_check(params, seed, policy_seed)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(params=trace_configs(), seed=SEEDS, policy_seed=st.integers(0, 2**16))
+def test_invariants_hold_every_step_trace_driven(
+    params: dict[str, Any], seed: int, policy_seed: int
+) -> None:
+    run_and_check(params, seed, policy_seed)
+
+
+@pytest.mark.skipif(DATA_DIR is None, reason="real-data folder absent (set EDGESCHED_DATA_DIR)")
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(params=melbourne_configs(), seed=SEEDS, policy_seed=st.integers(0, 2**16))
+def test_invariants_hold_every_step_melbourne(
     params: dict[str, Any], seed: int, policy_seed: int
 ) -> None:
     run_and_check(params, seed, policy_seed)

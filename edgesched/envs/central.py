@@ -58,6 +58,9 @@ class EdgeSchedCentralEnv(gym.Env):
 
     Version history:
         v0: first release.
+        v0, later: options that leave every existing scenario's dynamics unchanged were
+            added: trace-driven workloads (``trace_path``) and Topology Zoo link capacities
+            (``link_bandwidth_graph``); melbourne125 moved to v1 with the latter.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}

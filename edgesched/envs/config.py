@@ -24,6 +24,7 @@ ARRIVAL_SCOPES = ("node", "cluster")
 PROGRESS_MODELS = ("profile", "tapfinger")
 CONFLICT_RULES = ("random", "fit")
 ALLOC_MODES = ("scale", "grid")
+TRACE_FORMAT_CHOICES = ("auto", "philly", "pollux", "alibaba")
 
 
 class ConfigError(ValueError):
@@ -63,6 +64,10 @@ class SimConfig:
     """Range of per-link bandwidth in Gbit/s (uniform in log-space)."""
     link_latency_ms: tuple[float, float] = (1.0, 10.0)
     """Range of per-link latency in milliseconds (grows with distance)."""
+    link_bandwidth_graph: str = ""
+    """If set, the name of a Topology Zoo graph (e.g. ``Aarnet``, read from the real-data
+    folder's ``topology-zoo/gml.tar.gz``) whose measured link capacities the link bandwidths
+    are resampled from, instead of the ``link_bandwidth_gbps`` range."""
 
     # --- workload ------------------------------------------------------------------------
     arrival_rate: float = 0.05
@@ -83,6 +88,18 @@ class SimConfig:
     """Slots during which jobs arrive; afterwards the cluster drains."""
     max_jobs: int = 0
     """Cap on jobs per episode (0 = no cap). TapFinger uses 384."""
+    trace_path: str = ""
+    """If set, arrivals, GPU counts and job sizes come from this job trace instead of the
+    Poisson model (:mod:`edgesched.envs.workloads`); relative paths are also looked up in the
+    real-data folder. ``arrival_rate`` then sets the long-run rate the trace is rescaled to;
+    the diurnal and burst parameters are not used (the trace has its own)."""
+    trace_format: str = "auto"
+    """``auto`` (detect from the header), ``philly``, ``pollux`` or ``alibaba``."""
+    trace_window_start_hours: float = -1.0
+    """Trace replay window: < 0 draws each episode's start from the trace (seeded); >= 0
+    replays the window starting that many hours after the trace's first submission."""
+    trace_size_clip: tuple[float, float] = (0.05, 20.0)
+    """Bounds of a trace job's size relative to the trace's median job."""
     models: tuple[tuple[str, float], ...] = (
         ("cifar10", 0.25),
         ("imagenet", 0.1),
@@ -213,6 +230,16 @@ class SimConfig:
         _choice("progress_model", self.progress_model, PROGRESS_MODELS)
         _choice("conflict_rule", self.conflict_rule, CONFLICT_RULES)
         _choice("alloc_mode", self.alloc_mode, ALLOC_MODES)
+        _choice("trace_format", self.trace_format, TRACE_FORMAT_CHOICES)
+        if not isinstance(self.trace_path, str):
+            raise ConfigError(f"trace_path={self.trace_path!r}: need a file path (string)")
+        if not isinstance(self.link_bandwidth_graph, str):
+            raise ConfigError(
+                f"link_bandwidth_graph={self.link_bandwidth_graph!r}: need a Topology Zoo "
+                "graph name (string), e.g. 'Aarnet'"
+            )
+        _float_range("trace_window_start_hours", self.trace_window_start_hours, -1.0, 1e7)
+        _pair("trace_size_clip", self.trace_size_clip, 1e-4, 1e4)
         _int_range("num_nodes", self.num_nodes, 1, 100_000)
         _int_range("neighbors_k", self.neighbors_k, 0, max(self.num_nodes - 1, 0))
         _int_range("region_size", self.region_size, 1, 100_000)

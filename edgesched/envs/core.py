@@ -24,6 +24,7 @@ from .catalog import model_catalog, straggler_model
 from .config import ConfigError, SimConfig
 from .sync import get_sync_scheme
 from .topology import Cluster, build_cluster
+from .workloads import TraceWorkload
 
 _STRAGGLER_BATCH = 1 << 14
 
@@ -98,6 +99,10 @@ class EdgeClusterSim:
         self._speed_max = float(c.speed.max())
         self._tapfinger = config.progress_model == "tapfinger"
         self._init_models()
+        self._trace_wl = (
+            TraceWorkload.from_config(config, self.model_names) if config.trace_path else None
+        )
+        self.trace_window_start = float("nan")
         self._init_alloc_table()
         self.num_levels = len(self._alloc_scale)
         self._grid = config.alloc_mode == "grid"
@@ -226,35 +231,51 @@ class EdgeClusterSim:
     def _draw_workload(self, rng: np.random.Generator) -> None:
         cfg = self.cfg
         n = self.num_agents
-        rate = cfg.arrival_rate * self._arrival_modulation(rng)
-        if cfg.arrival_scope == "node":
+        tw = self._trace_wl
+        tj = None  # indices of this episode's jobs in the prepared trace
+        if tw is not None:
+            slot, tj, self.trace_window_start = tw.window(
+                rng, cfg.arrival_slots, cfg.trace_window_start_hours
+            )
+            home = rng.integers(n, size=len(slot))
+        elif cfg.arrival_scope == "node":
+            rate = cfg.arrival_rate * self._arrival_modulation(rng)
             counts = rng.poisson(rate[:, None] * np.ones((1, n)))
             slot = np.repeat(np.repeat(np.arange(cfg.arrival_slots), n), counts.ravel())
             home = np.repeat(np.tile(np.arange(n), cfg.arrival_slots), counts.ravel())
         else:
+            rate = cfg.arrival_rate * self._arrival_modulation(rng)
             counts = rng.poisson(rate)
             slot = np.repeat(np.arange(cfg.arrival_slots), counts)
             home = rng.integers(n, size=len(slot))
         if cfg.max_jobs:
             slot, home = slot[: cfg.max_jobs], home[: cfg.max_jobs]
+            tj = tj[: cfg.max_jobs] if tj is not None else None
         jn = len(slot)
         self.num_jobs = jn
         self.j_arrival = slot.astype(np.int64)
         self.j_home = home.astype(np.int64)
         self.j_model = rng.choice(self.num_models, size=jn, p=self._model_p)
+        if tj is not None:
+            named = tw.model[tj]
+            self.j_model = np.where(named >= 0, named, self.j_model)
         wvals = np.array([w for w, _ in cfg.workers_dist], dtype=np.int64)
-        self.j_workers = (
-            np.ones(jn, dtype=np.int64)
-            if self._tapfinger
-            else wvals[rng.choice(len(wvals), size=jn, p=_probs(cfg.workers_dist))]
-        )
+        if self._tapfinger:
+            self.j_workers = np.ones(jn, dtype=np.int64)
+        elif tj is not None:
+            self.j_workers = tw.workers[tj]
+        else:
+            self.j_workers = wvals[rng.choice(len(wvals), size=jn, p=_probs(cfg.workers_dist))]
         self.max_workers = int(self.j_workers.max(initial=1))
         pp = np.array(cfg.priority_probs) / np.sum(cfg.priority_probs)
         self.j_prio = rng.choice(len(pp), size=jn, p=pp)
         self.j_sync = rng.choice(len(self._sync_names), size=jn, p=_probs(cfg.sync_mix))
         self.j_min = self._min_demand_m[self.j_model]
         self.j_target = rng.uniform(*cfg.target_quality, size=jn)
-        size_factor = np.exp(cfg.job_size_sigma * rng.standard_normal(jn))
+        if tj is not None:
+            size_factor = tw.size_factor[tj]
+        else:
+            size_factor = np.exp(cfg.job_size_sigma * rng.standard_normal(jn))
         if self._tapfinger:
             self.j_tau = np.ones(jn)
             self.j_max_samples = np.full(jn, np.inf)

@@ -72,6 +72,9 @@ class EdgeSchedParallelEnv(ParallelEnv):
 
     Version history:
         v0: first release (scenario versions are listed in :mod:`edgesched.envs.scenarios`).
+        v0, later: options that leave every existing scenario's dynamics unchanged were
+            added: trace-driven workloads (``trace_path``) and Topology Zoo link capacities
+            (``link_bandwidth_graph``); melbourne125 moved to v1 with the latter.
     """
 
     metadata = {

@@ -5,6 +5,7 @@ Any change to a scenario's dynamics or parameters bumps its ``version`` and adds
 
 Version history (all scenarios):
     v0 (edgesched 0.1.0): first release.
+    melbourne125 v1: link bandwidths resampled from AARNet's measured capacities.
 """
 
 from __future__ import annotations
@@ -192,12 +193,49 @@ register_scenario(
 register_scenario(
     Scenario(
         "melbourne125",
-        0,
+        1,
         "125 edge servers at the real EUA base-station sites of Melbourne CBD (Lai et al., "
-        "ICSOC'18; MIT, site data ACMA terms); links between sites within the connectivity "
-        "radius, bandwidths from the declared link model. Needs the real-data folder "
-        "(data_dir or $EDGESCHED_DATA_DIR).",
-        _edge(125, 6, 10, EDGE_RATE, topology="eua"),
+        "ICSOC'18; MIT, site data ACMA terms); links between sites within the smallest "
+        "radius that connects them, regions by k-means over the site positions; link "
+        "bandwidths resampled from the measured link capacities of AARNet, Australia's "
+        "research backbone (Topology Zoo, Knight et al., JSAC'11; CC BY 4.0): 155 Mbit/s to "
+        "10 Gbit/s. Needs the real-data folder (data_dir or $EDGESCHED_DATA_DIR).",
+        _edge(125, 6, 10, EDGE_RATE, topology="eua", link_bandwidth_graph="Aarnet"),
+        history=(
+            "v0: first release; bandwidths log-uniform in 1-10 Gbit/s.",
+            "v1: bandwidths resampled from AARNet's link capacities (Topology Zoo).",
+        ),
+    )
+)
+
+# ---------------------------------------------------------------------------- trace-driven
+PHILLY_TRACE = "pollux-osdi21/traces/philly.csv"
+"""Philly job list (Jeon et al., ATC'19; CC BY 4.0) as shipped with the Pollux artifact."""
+POLLUX_WORKLOAD = "pollux-osdi21/workloads/workload-1.csv"
+"""A Pollux workload (Qiao et al., OSDI'21; Apache-2.0): Philly-sampled jobs with models."""
+
+register_scenario(
+    Scenario(
+        "edge50-philly",
+        0,
+        "edge50 with arrivals, GPU counts and job sizes replayed from Microsoft's Philly trace "
+        "(82k jobs, Sep-Dec 2017): trace time is compressed so the long-run rate equals "
+        "edge50's (0.03 jobs per node per slot), each episode replays a seeded 200-slot "
+        "window, a job's GPUs become its workers (at most 4), its duration relative to the "
+        "trace median sets its size (clipped to 0.05-20x); models are drawn from edge50's "
+        "mix because Philly records none. Needs the real-data folder.",
+        _edge(50, 6, 10, EDGE_RATE, trace_path=PHILLY_TRACE, trace_format="philly"),
+    )
+)
+register_scenario(
+    Scenario(
+        "edge50-trace",
+        0,
+        "edge50 driven by a job trace you point at: python train.py env=edge50-trace "
+        "env.trace.path=/path/to/file.csv (Philly, Pollux/Sia or Alibaba GPU v2023 format, "
+        "detected from the header). By default it replays a Pollux workload (160 jobs with "
+        "their models and GPU counts, sampled from Philly). Rescaling as in edge50-philly.",
+        _edge(50, 6, 10, EDGE_RATE, trace_path=POLLUX_WORKLOAD, trace_format="auto"),
     )
 )
 

@@ -7,8 +7,12 @@ between episodes); workloads are drawn per episode from the ``reset`` seed.
 from __future__ import annotations
 
 import csv
+import difflib
 import os
+import re
+import tarfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -102,6 +106,74 @@ def load_eua_sites(path: Path) -> np.ndarray:
     return np.array(out)
 
 
+_SPEED_UNITS = {"": 1e-9, "k": 1e-6, "m": 1e-3, "g": 1.0, "t": 1e3}
+
+
+def topology_zoo_link_speeds(graph: str, data_dir: str = "") -> np.ndarray:
+    """Measured link capacities (Gbit/s) of one Topology Zoo graph (Knight et al., JSAC 2011).
+
+    Reads ``topology-zoo/gml.tar.gz`` from the real-data folder. A link's capacity is its
+    ``LinkSpeedRaw`` (bit/s) where recorded, else parsed from ``LinkLabel`` (e.g.
+    ``"< 10 Gbps"``: the label's figure, an upper bound the zoo records for the link class).
+    Links with neither are skipped.
+
+    Why not ``networkx.read_gml``: a third of the zoo's files repeat an edge without declaring
+    a multigraph, which networkx rejects, and only edge attributes are needed here; a scan of
+    ``edge [ ... ]`` blocks reads every file.
+
+    Args:
+        graph: graph name as in the archive, e.g. ``Aarnet``.
+        data_dir: real-data folder (default: auto-detect).
+
+    Returns:
+        (L,) capacities in Gbit/s, in file order.
+
+    Raises:
+        ConfigError: data folder, archive or graph missing, or no link with a capacity.
+    """
+    data = find_data_dir(data_dir)
+    archive = data / "topology-zoo" / "gml.tar.gz" if data else None
+    if archive is None or not archive.is_file():
+        raise ConfigError(
+            f"link_bandwidth_graph={graph!r} needs topology-zoo/gml.tar.gz from the real-data "
+            f"folder; set data_dir=... or $EDGESCHED_DATA_DIR (looked in {data or 'nothing'})"
+        )
+    st = archive.stat()
+    return _zoo_link_speeds(graph, str(archive.resolve()), st.st_mtime_ns).copy()
+
+
+@lru_cache(maxsize=8)
+def _zoo_link_speeds(graph: str, archive_path: str, mtime_ns: int) -> np.ndarray:
+    del mtime_ns  # cache key only
+    archive = Path(archive_path)
+    with tarfile.open(archive) as tf:
+        try:
+            text = tf.extractfile(f"gml/{graph}.gml").read().decode("utf-8", "replace")
+        except KeyError:
+            names = sorted(Path(m).stem for m in tf.getnames() if m.endswith(".gml") and "/" in m)
+            close = difflib.get_close_matches(graph, names, n=3)
+            raise ConfigError(
+                f"link_bandwidth_graph={graph!r} is not in {archive}"
+                + (f"; did you mean {close}?" if close else f"; it holds {len(names)} graphs")
+            ) from None
+    speeds = []
+    for block in re.findall(r"\bedge\s*\[(.*?)\]", text, flags=re.S):
+        raw = re.search(r"LinkSpeedRaw\s+([0-9.eE+]+)", block)
+        if raw:
+            speeds.append(float(raw.group(1)) * 1e-9)
+            continue
+        label = re.search(r'LinkLabel\s+"[^"]*?([0-9.]+)\s*([KMGT]?)\s*b(?:ps|it)', block, re.I)
+        if label:
+            speeds.append(float(label.group(1)) * _SPEED_UNITS[label.group(2).lower()])
+    speeds_arr = np.array([v for v in speeds if v > 0])
+    if not len(speeds_arr):
+        raise ConfigError(
+            f"link_bandwidth_graph={graph!r}: no link of that graph records a capacity "
+            "(LinkSpeedRaw or LinkLabel); choose a graph that does, e.g. 'Aarnet'"
+        )
+    return speeds_arr
+
+
 def _positions(cfg: SimConfig, rng: np.random.Generator) -> np.ndarray:
     if cfg.topology != "eua":
         return rng.random((cfg.num_nodes, 2))
@@ -164,8 +236,12 @@ def _links(cfg: SimConfig, pos: np.ndarray, rng: np.random.Generator):
             r *= 1.15
     iu, ju = np.nonzero(np.triu(adj))
     edges = np.stack([iu, ju], axis=1)
-    lo, hi = cfg.link_bandwidth_gbps
-    bw = np.exp(rng.uniform(np.log(lo), np.log(hi), len(edges)))
+    if cfg.link_bandwidth_graph:
+        speeds = topology_zoo_link_speeds(cfg.link_bandwidth_graph, cfg.data_dir)
+        bw = rng.choice(speeds, size=len(edges))
+    else:
+        lo, hi = cfg.link_bandwidth_gbps
+        bw = np.exp(rng.uniform(np.log(lo), np.log(hi), len(edges)))
     dmax = max(dist[iu, ju].max(initial=0.0), 1e-12)
     llo, lhi = cfg.link_latency_ms
     lat = llo + (lhi - llo) * dist[iu, ju] / dmax

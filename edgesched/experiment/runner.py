@@ -35,7 +35,7 @@ from edgesched.policy import EnvSpec
 
 from .evaluation import LearnedScheduler, evaluate_scheduler, make_record
 from .io import atomic_write_bytes, atomic_write_json, atomic_write_text, git_commit, write_jsonl
-from .schema import ExperimentConfigError, shield_kwargs, validate
+from .schema import ExperimentConfigError, scenario_overrides, shield_kwargs, validate
 
 CHECKPOINT = Path("checkpoints") / "last.pt"
 # keys that may differ between a run and its resumption
@@ -43,7 +43,7 @@ _RESUME_FREE = ("resume", "run_dir", "output_dir")
 
 
 def _env_overrides(cfg: DictConfig) -> dict[str, Any]:
-    overrides = OmegaConf.to_container(cfg.env.overrides, resolve=True)
+    overrides = scenario_overrides(cfg.env)
     if cfg.experiment.env_max_slots:
         overrides["max_slots"] = int(cfg.experiment.env_max_slots)
     return overrides
@@ -138,8 +138,9 @@ class _Logger:
 
     def finish(self, summary: dict[str, Any]) -> None:
         if self.run is not None:
-            for k, v in summary.items():
-                self.run.summary[f"eval/{k}"] = v
+            # one update message rather than one per key: fewer chances for the service to
+            # reach the exit record before a late summary item
+            self.run.summary.update({f"eval/{k}": v for k, v in summary.items()})
             self.run.finish()
 
 
@@ -287,7 +288,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             "actor": trainer.actor.state_dict(),
             "algo": OmegaConf.to_container(cfg.algo),
             "env": cfg.env.name,
-            "overrides": dict(cfg.env.overrides),
+            "overrides": scenario_overrides(cfg.env),
             "shield": cfg.shield.name,
             "shield_kwargs": shield_kwargs(cfg.shield),
         },
@@ -316,7 +317,7 @@ def _evaluate_and_record(
     config: dict[str, Any],
 ) -> dict[str, Any]:
     """Evaluate a trained actor on held-out seeds and wrap the result in the common record."""
-    overrides = dict(cfg.env.overrides)
+    overrides = scenario_overrides(cfg.env)
     if hasattr(trainer, "evaluate"):  # learners with their own view (dqn_central)
         result = trainer.evaluate(cfg.env.name, overrides, seeds, episodes)
     else:

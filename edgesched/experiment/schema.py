@@ -8,6 +8,7 @@ misspelled key fails at composition, naming the key. Value ranges are checked by
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -69,16 +70,74 @@ class AlgoConfig:
 
 
 @dataclass
+class TraceConfig:
+    """Job trace of a trace-driven scenario (``edgesched.envs.workloads``).
+
+    ``None`` keeps the scenario's own setting.
+
+    Attributes:
+        path: CSV trace file (absolute, relative to the working directory, or relative to the
+            real-data folder), e.g. ``env.trace.path=/data/philly.csv``.
+        format: ``auto``, ``philly``, ``pollux`` or ``alibaba``.
+        window_start_hours: replay window start in trace hours; negative: drawn per episode.
+    """
+
+    path: str | None = None
+    format: str | None = None
+    window_start_hours: float | None = None
+
+
+TRACE_PARAMS = {
+    "path": "trace_path",
+    "format": "trace_format",
+    "window_start_hours": "trace_window_start_hours",
+}
+"""``env.trace.<key>`` -> simulator parameter."""
+
+
+@dataclass
 class EnvConfig:
     """Scenario selection.
 
     Attributes:
         name: registered scenario (``edgesched.list_scenarios()``).
         overrides: scenario parameters to change (validated by the simulator).
+        trace: the job trace of trace-driven scenarios (``edge50-trace``, ``edge50-philly``).
     """
 
     name: str = MISSING
     overrides: dict[str, Any] = field(default_factory=dict)
+    trace: TraceConfig = field(default_factory=TraceConfig)
+
+
+def scenario_overrides(env_cfg: Any) -> dict[str, Any]:
+    """Simulator parameters of an ``env`` config: ``overrides`` plus the ``trace`` settings.
+
+    A relative trace path that exists under the working directory is made absolute, so the
+    run's record and checkpoint point at the same file wherever they are re-evaluated.
+
+    Raises:
+        ValueError: ``env.trace.<key>`` and ``env.overrides.<param>`` both set, differently.
+    """
+    raw = env_cfg.overrides
+    if isinstance(raw, DictConfig):
+        raw = OmegaConf.to_container(raw, resolve=True)
+    overrides = dict(raw)
+    trace = env_cfg.get("trace") or {}
+    for key, param in TRACE_PARAMS.items():
+        value = trace.get(key)
+        if value is None:
+            continue
+        if key == "path":
+            local = Path(value).expanduser()
+            value = str(local.resolve()) if local.is_file() else str(value)
+        if param in overrides and overrides[param] != value:
+            raise ValueError(
+                f"env.trace.{key}={value!r} conflicts with env.overrides.{param}="
+                f"{overrides[param]!r}; set only one"
+            )
+        overrides[param] = value
+    return overrides
 
 
 @dataclass
@@ -335,7 +394,10 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         "edgesched.experiment.seeds)",
     )
     # the simulator validates the scenario overrides itself, naming the parameter
-    overrides = OmegaConf.to_container(c.env.overrides, resolve=True)
+    try:
+        overrides = scenario_overrides(c.env)
+    except ValueError as exc:
+        raise ExperimentConfigError(str(exc)) from None
     if e.env_max_slots:
         overrides = {**overrides, "max_slots": int(e.env_max_slots)}
     make_config(c.env.name, **overrides)

@@ -1,0 +1,77 @@
+"""Time reading and preparing the whole Philly trace, and describe edge50-philly's windows.
+
+Usage::
+
+    python benchmarks/trace_loading.py [--data-dir ../shared/data] [--repeats 5] [--seeds 200]
+
+Prints the wall time of (a) parsing the 82k-job Philly CSV, (b) preparing it for edge50
+(rate rescaling, sizes, workers), (c) building the edge50-philly simulator and one reset, and
+the distribution of jobs per episode window over ``--seeds`` reset seeds. The issue's target
+is (a) + (b) under 5 s. Nothing is asserted; the figures go in README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+
+from edgesched.envs import EdgeClusterSim, make_config
+from edgesched.envs.scenarios import PHILLY_TRACE
+from edgesched.envs.topology import find_data_dir
+from edgesched.envs.workloads import TraceWorkload, read_philly
+
+
+def main() -> None:
+    """Run the timing and print the figures."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data-dir", default="")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--seeds", type=int, default=200)
+    args = ap.parse_args()
+    data = find_data_dir(args.data_dir)
+    if data is None:
+        raise SystemExit("real-data folder not found: pass --data-dir or set EDGESCHED_DATA_DIR")
+    path = data / PHILLY_TRACE
+    cfg = make_config("edge50-philly", data_dir=str(data))
+    read_s, prep_s = [], []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        trace = read_philly(path)  # uncached reader: the full parse every time
+        t1 = time.perf_counter()
+        tw = TraceWorkload.prepare(trace, 50 * cfg.arrival_rate, 4, ("cifar10",))
+        t2 = time.perf_counter()
+        read_s.append(t1 - t0)
+        prep_s.append(t2 - t1)
+    t0 = time.perf_counter()
+    sim = EdgeClusterSim(cfg)
+    sim.reset(0)
+    build_s = time.perf_counter() - t0
+    counts = []
+    for seed in range(args.seeds):
+        sim.reset(seed)
+        counts.append(sim.num_jobs)
+    c = np.array(counts)
+    machine = platform.processor() or platform.machine()
+    print(f"machine: {machine}, python {platform.python_version()}")
+    print(f"Philly trace: {len(trace)} jobs over {trace.span_seconds / 86400:.1f} days")
+    print(f"read (median of {args.repeats}): {np.median(read_s):.3f} s")
+    print(f"prepare (median): {np.median(prep_s):.3f} s")
+    print(f"read + prepare: {np.median(read_s) + np.median(prep_s):.3f} s (target < 5 s)")
+    print(f"edge50-philly build + first reset (trace cached after first read): {build_s:.3f} s")
+    print(
+        f"one slot = {tw.seconds_per_slot:.1f} trace seconds; a 200-slot window = "
+        f"{200 * tw.seconds_per_slot / 3600:.2f} trace hours; long-run mean "
+        f"{50 * cfg.arrival_rate * 200:.0f} jobs per window"
+    )
+    q = np.percentile(c, [10, 25, 50, 75, 90])
+    print(
+        f"jobs per episode over {args.seeds} seeds: mean {c.mean():.1f}, "
+        f"p10/p25/median/p75/p90 = {'/'.join(f'{v:.0f}' for v in q)}, max {c.max()}"
+    )
+
+
+if __name__ == "__main__":
+    main()
