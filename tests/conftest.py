@@ -7,6 +7,13 @@ import pytest
 import edgesched
 from edgesched.envs.topology import find_data_dir
 
+try:  # one intra-op thread per test worker: pytest -n 2 on 2 cores would oversubscribe
+    import torch
+
+    torch.set_num_threads(1)
+except ImportError:  # the env-only install has no torch
+    pass
+
 DATA_DIR = find_data_dir()
 NEEDS_DATA = {"melbourne125", "edge50-philly", "edge50-trace"}
 

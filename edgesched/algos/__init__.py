@@ -79,3 +79,12 @@ def _dqn_central(algo_cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs
     from .dqn_central import DQNCentralTrainer
 
     return DQNCentralTrainer(algo_cfg, spec, seed, shield, shield_kwargs)
+
+
+@register_algorithm("tapfinger")
+def _tapfinger(algo_cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Any:
+    from .tapfinger import TapFingerTrainer
+
+    if shield != "none":
+        raise ValueError("tapfinger resolves its own task conflicts; use shield=none")
+    return TapFingerTrainer(algo_cfg, spec, seed)

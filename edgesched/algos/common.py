@@ -37,6 +37,8 @@ class VecSim:
         self.seed = seed
         self.episodes = np.zeros(num_envs, dtype=np.int64)
         self.num_envs = num_envs
+        self.capture_graphs = False
+        """Also return the graph view and mask of truncated copies (graph-reading learners)."""
         for i, sim in enumerate(self.sims):
             sim.reset(train_episode_seed(seed, i, 0))
 
@@ -60,7 +62,8 @@ class VecSim:
 
         Returns:
             ``rewards`` (E, N), ``terminated`` (E,), ``truncated`` (E,), ``final_obs`` and
-            ``final_state`` for truncated copies (for bootstrapping), ``episodes`` (metrics
+            ``final_state`` for truncated copies (for bootstrapping; also ``final_graph`` and
+            ``final_mask`` when ``capture_graphs``), ``episodes`` (metrics
             of the episodes that ended), and per-step ``collisions`` (E,).
         """
         e = self.num_envs
@@ -70,6 +73,8 @@ class VecSim:
         collisions = np.zeros(e)
         final_obs: dict[int, np.ndarray] = {}
         final_state: dict[int, np.ndarray] = {}
+        final_graph: dict[int, dict[str, Any]] = {}
+        final_mask: dict[int, np.ndarray] = {}
         finished = []
         for i, sim in enumerate(self.sims):
             r, info = sim.step(actions[i])
@@ -79,6 +84,8 @@ class VecSim:
                 term[i], trunc[i] = sim.terminated, sim.truncated
                 if sim.truncated:
                     final_obs[i], final_state[i] = sim.obs, sim.state()
+                    if self.capture_graphs:
+                        final_graph[i], final_mask[i] = sim.graph(), sim.mask.copy()
                 finished.append(sim.episode_metrics())
                 self.episodes[i] += 1
                 sim.reset(train_episode_seed(self.seed, i, int(self.episodes[i])))
@@ -88,6 +95,8 @@ class VecSim:
             "truncated": trunc,
             "final_obs": final_obs,
             "final_state": final_state,
+            "final_graph": final_graph,
+            "final_mask": final_mask,
             "episodes": finished,
             "collisions": collisions,
         }

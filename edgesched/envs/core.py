@@ -1069,6 +1069,8 @@ class EdgeClusterSim:
             latency); ``(pending, queued_at, node)`` each queued job to the agents that see it;
             ``(running, runs_on, node)`` one edge per worker with its allocation; and the
             reverse relations ``(node, rev_queued_at, pending)``, ``(node, hosts, running)``.
+            ``ids`` also maps each agent's pending slots (``slots``, (N, P)) and placement
+            targets (``targets``, (N, K+1)) to rows of the ``pending`` and ``node`` types.
         """
         c = self.cluster
         q_agent, q_jobs = self.queued_pairs()
@@ -1096,7 +1098,15 @@ class EdgeClusterSim:
                 "pending": self._job_features(pend_ids),
                 "running": run_feat,
             },
-            "ids": {"node": np.arange(self.num_agents), "pending": pend_ids, "running": run_ids},
+            "ids": {
+                "node": np.arange(self.num_agents),
+                "pending": pend_ids,
+                "running": run_ids,
+                # (N, P) each agent's pending slot -> row of the pending type (-1: empty)
+                "slots": np.where(self.head >= 0, np.searchsorted(pend_ids, self.head), -1),
+                # (N, K+1) each agent's placement targets -> row of the node type (-1: none)
+                "targets": c.neighbors,
+            },
             "edges": {
                 ("node", "link", "node"): link,
                 ("pending", "queued_at", "node"): queued_at,

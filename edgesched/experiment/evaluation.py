@@ -160,6 +160,11 @@ class LearnedScheduler(Scheduler):
         self.name = name
         self.shield = getattr(trainer, "shield_name", "none")
         self.shield_kwargs = dict(getattr(trainer, "shield_kwargs", {}))
+        # learners that read the graph view (tapfinger) get it from run_episode
+        self.needs_graph = bool(getattr(trainer, "needs_graph", False))
+
+    def _graph_kw(self, graph: dict | None) -> dict[str, Any]:
+        return {"graphs": [graph]} if self.needs_graph else {}
 
     def act(
         self,
@@ -169,7 +174,7 @@ class LearnedScheduler(Scheduler):
         graph: dict | None = None,
     ) -> np.ndarray:
         """Most likely feasible action of each agent."""
-        return self.trainer.act(obs, mask, greedy=True)[0]
+        return self.trainer.act(obs, mask, greedy=True, **self._graph_kw(graph))[0]
 
     def act_with_preferences(
         self,
@@ -179,7 +184,9 @@ class LearnedScheduler(Scheduler):
         graph: dict | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Greedy actions and the actor's probabilities as the shield's preferences."""
-        a, _, probs = self.trainer.act(obs, mask, greedy=True, with_probs=True)
+        a, _, probs = self.trainer.act(
+            obs, mask, greedy=True, with_probs=True, **self._graph_kw(graph)
+        )
         return a, probs
 
 

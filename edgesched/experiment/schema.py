@@ -44,6 +44,11 @@ class AlgoConfig:
         target_update_interval: DQN decisions between target-network updates.
         exploration_fraction: DQN share of the budget over which epsilon decays.
         exploration_final_eps: DQN final epsilon.
+        gnn_hidden: TapFinger embedding width.
+        gnn_layers: TapFinger HGTConv layers.
+        gnn_heads: TapFinger attention heads.
+        graph_attention: TapFinger message passing (false: the no-attention ablation).
+        pointer: TapFinger learned task selection (false: uniform task choice ablation).
     """
 
     name: str = MISSING
@@ -67,6 +72,11 @@ class AlgoConfig:
     target_update_interval: int = 2_000
     exploration_fraction: float = 0.3
     exploration_final_eps: float = 0.05
+    gnn_hidden: int = 64
+    gnn_layers: int = 2
+    gnn_heads: int = 2
+    graph_attention: bool = True
+    pointer: bool = True
 
 
 @dataclass
@@ -290,6 +300,26 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         c.shield.name,
         "dqn_central is one cluster head deciding one task at a time, which cannot collide; "
         "use shield=none",
+    )
+    _check(
+        not (c.algo.name == "tapfinger" and c.shield.name != "none"),
+        "shield.name",
+        c.shield.name,
+        "tapfinger resolves task conflicts itself (pointer probability x fit); use shield=none",
+    )
+    for key in ("gnn_hidden", "gnn_layers", "gnn_heads"):
+        low = 0 if key == "gnn_layers" else 1
+        _check(
+            low <= int(c.algo[key]) <= 1024,
+            f"algo.{key}",
+            c.algo[key],
+            f"need an integer in [{low}, 1024]",
+        )
+    _check(
+        int(c.algo.gnn_hidden) % int(c.algo.gnn_heads) == 0,
+        "algo.gnn_hidden",
+        c.algo.gnn_hidden,
+        f"must be divisible by algo.gnn_heads={c.algo.gnn_heads} (HGTConv splits it by head)",
     )
     _check(
         float(c.algo.collision_penalty) == 0.0 or c.shield.name != "none",

@@ -1,0 +1,510 @@
+"""TapFinger: heterogeneous-graph-attention MARL with task selection (Li et al., INFOCOM'23).
+
+Each agent (an edge node, or an edge cluster in ``tapfinger-hetero6``) decides in two phases:
+
+1. **Task selection** (pointer): attention of the agent's embedding over the embeddings of the
+   tasks in its ``pending_slots`` (masked where a slot is empty or nothing fits), plus a
+   learned "defer" score: ``logit(s) = q(h_agent) . k(h_task_s) / sqrt(d)``.
+2. **Allocation**: a head over every (placement target, allocation level) pair for the chosen
+   task, ``f([h_agent, h_task, h_target])``, masked by the task's minimum demand and the
+   target's free capacity (the simulator's action mask). On ``tapfinger-hetero6`` the grid
+   is 0..16 CPUs x 0..16 GPUs; on the edge scenarios it is the scaled levels on K+1 targets.
+
+The joint action's log-probability is the sum of the two phases' (the simulator's flat action
+``1 + (slot (K+1) + target) L + level`` is exactly this pair). Embeddings come from
+:class:`~edgesched.algos.graph.HeteroBackbone` (PyG ``HGTConv``) over the simulator's graph
+view: nodes, pending tasks and running tasks, linked by topology, queue and placement edges.
+
+**Parameter sharing.** One actor serves every agent and no agent-id embedding is used: an
+agent's identity, for what matters to scheduling, is in its node embedding (capacity, load,
+speed, neighbourhood), and sharing lets one network run on any number of agents.
+
+**Conflicts** (DESIGN §4.4). When several agents select the same task in one round, the
+winner is drawn with probability proportional to ``pointer probability x fit``, where ``fit``
+is the softmax over the competitors of ``min_r free_r / min_demand_r`` on each competitor's
+chosen target (greedy evaluation takes the most probable winner). Only the winner places;
+the losers defer in the environment, and their allocation term is excluded from the PPO loss
+(they keep their pointer term: selecting a contested task is a decision with consequences).
+Conflicts are counted per update.
+
+**Critic**: ``V_i = f([h_agent_i, mean of all node embeddings])`` (centralized through the
+graph). PPO details as in :mod:`edgesched.algos.mappo` (GAE, value normalization, clipped
+surrogate, entropy schedule, gradient clipping).
+
+**Ablations** (``algo.graph_attention=false``: no message passing, each entity embedded from
+its own features only; ``algo.pointer=false``: uniform choice among the feasible tasks and
+defer, no learned selection).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from edgesched.envs.core import NODE_FEATURES
+from edgesched.policy import EnvSpec
+
+from .common import RunningMeanStd, VecSim, gae, masked_logits, mlp
+from .graph import HeteroBackbone, agent_index, batch_graphs
+from .mappo import TrainingDivergedError
+
+
+# ---------------------------------------------------------------------------- conflicts
+def resource_fit(graph: dict[str, Any], agent_rows: np.ndarray, task_rows: np.ndarray):
+    """``min_r free_r / min_demand_r`` of placing each task on each target, from features.
+
+    Args:
+        graph: the simulator's graph view.
+        agent_rows: (M,) rows of the ``node`` type (the chosen targets).
+        task_rows: (M,) rows of the ``pending`` type.
+
+    Node features hold free fraction (0:3) and capacity / max capacity (3:6); pending-task
+    features hold minimum demand / max capacity (1:4); the max capacity cancels.
+    """
+    node = graph["nodes"]["node"][agent_rows]
+    free = node[:, 0:3] * node[:, 3:6]
+    need = graph["nodes"]["pending"][task_rows, 1:4]
+    ratio = np.where(need > 0, free / np.maximum(need, 1e-12), np.inf)
+    return ratio.min(axis=1)
+
+
+def resolve_conflicts(
+    task: np.ndarray,
+    ptr_prob: np.ndarray,
+    fit: np.ndarray,
+    rng: np.random.Generator | None,
+) -> tuple[np.ndarray, int]:
+    """Pick one winner per contested task (DESIGN §4.4).
+
+    Args:
+        task: (N,) chosen task id per agent, -1 for agents that defer.
+        ptr_prob: (N,) each agent's pointer probability of its chosen task.
+        fit: (N,) each agent's resource fit for its chosen task and target.
+        rng: draws the winner in proportion to ``ptr_prob x softmax(fit)``; ``None`` takes
+            the most probable winner (greedy evaluation; ties to the lowest agent index).
+
+    Returns:
+        ``(keeps, contested)``: (N,) True for agents whose placement stands (all
+        non-contested placers and each contest's winner); number of contested tasks.
+    """
+    keeps = task >= 0
+    contested = 0
+    placing = np.flatnonzero(keeps)
+    if len(placing) < 2:
+        return keeps, 0
+    uniq, counts = np.unique(task[placing], return_counts=True)
+    for t in uniq[counts > 1]:
+        rivals = placing[task[placing] == t]
+        # a resource the task does not need gives an infinite ratio: cap it
+        f = np.nan_to_num(fit[rivals], posinf=1e6, neginf=-1e6)
+        soft = np.exp(f - f.max())
+        soft /= soft.sum()
+        w = ptr_prob[rivals] * soft
+        w = w / w.sum() if w.sum() > 0 else np.full(len(rivals), 1.0 / len(rivals))
+        win = int(np.argmax(w)) if rng is None else int(rng.choice(len(rivals), p=w))
+        keeps[rivals] = False
+        keeps[rivals[win]] = True
+        contested += 1
+    return keeps, contested
+
+
+# ---------------------------------------------------------------------------- network
+class TapFingerNet(nn.Module):
+    """Backbone, pointer, allocation head and critic.
+
+    Args:
+        spec: the scenario's static facts.
+        hidden: embedding width.
+        layers: HGTConv layers (0: the no-graph-attention ablation).
+        heads: attention heads.
+    """
+
+    def __init__(self, spec: EnvSpec, hidden: int, layers: int, heads: int) -> None:
+        super().__init__()
+        in_dims = {
+            "node": NODE_FEATURES,
+            "pending": spec.job_features,
+            "running": spec.job_features + 2,
+        }
+        self.backbone = HeteroBackbone(in_dims, hidden, layers, heads)
+        self.q = nn.Linear(hidden, hidden)
+        self.k = nn.Linear(hidden, hidden)
+        self.defer = mlp([hidden, hidden], 1)
+        self.alloc = mlp([3 * hidden, hidden], spec.num_levels)
+        self.critic = mlp([2 * hidden, hidden], 1)
+        self.hidden = hidden
+        self.spec = spec
+
+    def forward(self, data, agents, slots, targets) -> tuple[torch.Tensor, ...]:
+        """Pointer logits (G, N, 1+P), allocation logits (G, N, P, (K+1) L), values (G, N).
+
+        Index 0 of the pointer is "defer". Logits are unmasked.
+        """
+        h = self.backbone(data)
+        hn, hp = h["node"], h["pending"]
+        zero = hn.new_zeros(1, self.hidden)
+        ha = hn[torch.from_numpy(agents)]
+        s = torch.from_numpy(slots)
+        hs = torch.cat([hp, zero])[torch.where(s >= 0, s, len(hp))]  # (G, N, P, H)
+        tg = torch.from_numpy(targets)
+        ht = torch.cat([hn, zero])[torch.where(tg >= 0, tg, len(hn))]  # (G, N, K1, H)
+        ptr = (self.q(ha)[:, :, None, :] * self.k(hs)).sum(-1) / self.hidden**0.5
+        ptr = torch.cat([self.defer(ha), ptr], dim=-1)
+        g, n, p, _ = hs.shape
+        k1 = ht.shape[2]
+        x = torch.cat(
+            [
+                ha[:, :, None, None, :].expand(g, n, p, k1, -1),
+                hs[:, :, :, None, :].expand(g, n, p, k1, -1),
+                ht[:, :, None, :, :].expand(g, n, p, k1, -1),
+            ],
+            dim=-1,
+        )
+        alloc = self.alloc(x).reshape(g, n, p, -1)
+        # mean node embedding per graph: a cheap global context for the critic
+        batch = data["node"].batch
+        pool = torch.zeros(g, self.hidden).index_add_(0, batch, hn)
+        pool = pool / torch.bincount(batch, minlength=g).clamp_min(1)[:, None]
+        v = self.critic(torch.cat([ha, pool[:, None, :].expand(-1, n, -1)], dim=-1))
+        return ptr, alloc, v.squeeze(-1)
+
+
+def two_phase_logp(
+    ptr: torch.Tensor,
+    alloc: torch.Tensor,
+    choice: torch.Tensor,
+    alloc_idx: torch.Tensor,
+    keep: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The learner's log-probability of each agent's decision.
+
+    Args:
+        ptr: (G, N, 1+P) pointer log-probabilities (index 0: defer).
+        alloc: (G, N, P, C) allocation log-probabilities per pending slot.
+        choice: (G, N) pointer choices.
+        alloc_idx: (G, N) allocation choices (target x level), ignored where not kept.
+        keep: (G, N) 1 where the allocation counts (the agent placed and did not lose a
+            conflict), else 0.
+
+    Returns:
+        ``(logp, chosen)``: (G, N) ``log p(choice) + keep * log p(alloc | choice)`` and the
+        (G, N, C) allocation log-probabilities of the chosen slot.
+    """
+    slot = (choice - 1).clamp_min(0)
+    chosen = alloc.gather(2, slot[:, :, None, None].expand(-1, -1, 1, alloc.shape[-1]))
+    chosen = chosen.squeeze(2)
+    lp_ptr = ptr.gather(-1, choice[..., None]).squeeze(-1)
+    lp_alloc = chosen.gather(-1, alloc_idx[..., None]).squeeze(-1)
+    # where(keep) rather than keep * lp: no gradient flows to a loser's allocation
+    return lp_ptr + torch.where(keep > 0, lp_alloc, torch.zeros_like(lp_alloc)), chosen
+
+
+def _masks(spec: EnvSpec, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Split (G, N, A) action masks into pointer (G, N, 1+P) and allocation (G, N, P, K1 L)."""
+    g, n, _ = mask.shape
+    alloc = mask[..., 1:].reshape(g, n, spec.pending_slots, spec.num_targets * spec.num_levels)
+    ptr = np.concatenate([mask[..., :1], alloc.any(-1)], axis=-1)
+    ptr[..., 0] = True  # deferring is always allowed
+    return ptr, alloc
+
+
+# ---------------------------------------------------------------------------- trainer
+class TapFingerTrainer:
+    """PPO for TapFinger's two-phase actor behind the runner's trainer interface.
+
+    Args:
+        cfg: hyperparameters (:class:`edgesched.experiment.schema.AlgoConfig`; uses
+            ``gnn_hidden``, ``gnn_layers``, ``gnn_heads``, ``graph_attention``, ``pointer``
+            and the PPO fields).
+        spec: the scenario's static facts.
+        seed: seeds initialization, action sampling and conflict draws.
+    """
+
+    needs_graph = True
+
+    def __init__(self, cfg: Any, spec: EnvSpec, seed: int) -> None:
+        self.cfg = cfg
+        self.spec = spec
+        torch.manual_seed(seed)
+        layers = int(cfg.gnn_layers) if cfg.graph_attention else 0
+        self.actor = TapFingerNet(spec, int(cfg.gnn_hidden), layers, int(cfg.gnn_heads))
+        self.pointer = bool(cfg.pointer)
+        self.opt = torch.optim.Adam(self.actor.parameters(), lr=float(cfg.lr), eps=1e-5)
+        self.value_rms = RunningMeanStd()
+        self.gen = torch.Generator().manual_seed(seed)
+        self.rng = np.random.default_rng(seed)
+        self.updates = 0
+
+    # ------------------------------------------------------------------ acting
+    def _dist(self, graphs, mask):
+        data, off = batch_graphs(graphs)
+        agents, slots, targets = agent_index(graphs, off)
+        ptr, alloc, v = self.actor(data, agents, slots, targets)
+        pmask, amask = _masks(self.spec, mask)
+        if not self.pointer:  # ablation: uniform over the feasible choices
+            ptr = torch.zeros_like(ptr)
+        ptr = torch.log_softmax(masked_logits(ptr, torch.from_numpy(pmask)), dim=-1)
+        alloc = torch.log_softmax(masked_logits(alloc, torch.from_numpy(amask)), dim=-1)
+        return ptr, alloc, v
+
+    @torch.no_grad()
+    def propose(
+        self, graphs: list[dict[str, Any]], mask: np.ndarray, greedy: bool = False
+    ) -> dict[str, np.ndarray]:
+        """Sample (or take the most likely) two-phase choices and resolve task conflicts.
+
+        Args:
+            graphs: one graph view per environment copy.
+            mask: (G, N, A) action masks.
+            greedy: most likely choices and winners (evaluation).
+
+        Returns:
+            ``actions`` (G, N) to execute, ``choice`` (pointer index, 0 = defer), ``alloc``
+            (target x level index), ``keep`` (allocation term counts), ``logp`` (the
+            learner's log-probability), ``value`` (normalized), ``conflicts`` (G,).
+        """
+        ptr, alloc, v = self._dist(graphs, mask)
+        if greedy:
+            choice = ptr.argmax(-1)
+        else:
+            g, n, c = ptr.shape
+            choice = torch.multinomial(ptr.exp().reshape(-1, c), 1, generator=self.gen)
+            choice = choice.reshape(g, n)
+        slot = (choice - 1).clamp_min(0)
+        a_all = alloc.gather(2, slot[:, :, None, None].expand(-1, -1, 1, alloc.shape[-1]))
+        a_all = a_all.squeeze(2)  # (G, N, K1 L) log-probs of the chosen task's allocations
+        if greedy:
+            aidx = a_all.argmax(-1)
+        else:
+            g, n, c = a_all.shape
+            aidx = torch.multinomial(a_all.exp().reshape(-1, c), 1, generator=self.gen)
+            aidx = aidx.reshape(g, n)
+        lp_ptr = ptr.gather(-1, choice[..., None]).squeeze(-1)
+        choice_np, aidx_np = choice.numpy(), aidx.numpy()
+        placing = choice_np > 0
+        keep = placing.copy()
+        conflicts = np.zeros(len(graphs), dtype=np.int64)
+        l1 = self.spec.num_levels
+        for i, graph in enumerate(graphs):
+            agents_i = np.arange(len(choice_np[i]))
+            slot_i = np.maximum(choice_np[i] - 1, 0)
+            # this graph's own rows (the batch offsets do not matter within one graph)
+            task = np.where(placing[i], graph["ids"]["slots"][agents_i, slot_i], -1)
+            chosen = task[task >= 0]
+            if len(np.unique(chosen)) == len(chosen):
+                continue  # no two agents chose the same task
+            target = graph["ids"]["targets"][agents_i, aidx_np[i] // l1]
+            fit = np.full(len(task), -np.inf)
+            ok = task >= 0
+            fit[ok] = resource_fit(graph, target[ok], task[ok])
+            keep[i], conflicts[i] = resolve_conflicts(
+                task, lp_ptr[i].exp().numpy(), fit, None if greedy else self.rng
+            )
+        actions = np.where(keep, 1 + (choice_np - 1) * self.spec.num_targets * l1 + aidx_np, 0)
+        logp, _ = two_phase_logp(ptr, alloc, choice, aidx, torch.from_numpy(keep).float())
+        return {
+            "actions": actions.astype(np.int64),
+            "choice": choice_np,
+            "alloc": aidx_np,
+            "keep": keep,
+            "logp": logp.numpy(),
+            "value": v.numpy(),
+            "conflicts": conflicts,
+            "ptr": ptr.exp().numpy(),
+            "alloc_probs": alloc.exp().numpy(),
+        }
+
+    def act(
+        self,
+        obs: np.ndarray,
+        mask: np.ndarray,
+        greedy: bool = False,
+        with_probs: bool = False,
+        graphs: list[dict[str, Any]] | None = None,
+    ) -> tuple[np.ndarray, ...]:
+        """Policy-interface adapter: actions (N,) of one environment from its graph view.
+
+        Args:
+            obs: (N, D) observations (unused: the actor reads the graph).
+            mask: (N, A) action mask.
+            greedy: most likely actions.
+            with_probs: also return (N, A) probabilities of the flat actions (pointer x
+                allocation), for shields.
+            graphs: ``[sim.graph()]`` of the environment.
+
+        Raises:
+            ValueError: no graph given.
+        """
+        if not graphs:
+            raise ValueError("tapfinger reads the graph view: pass graphs=[sim.graph()]")
+        out = self.propose(graphs, mask[None], greedy=greedy)
+        res: tuple[np.ndarray, ...] = (out["actions"][0], out["logp"][0])
+        if with_probs:
+            ptr, alloc = out["ptr"][0], out["alloc_probs"][0]
+            flat = np.concatenate([ptr[:, :1], (ptr[:, 1:, None] * alloc).reshape(len(ptr), -1)], 1)
+            res += (flat,)
+        return res
+
+    # ------------------------------------------------------------------ rollout
+    def collect(self, vec: VecSim, steps: int) -> dict[str, Any]:
+        """Run the policy for ``steps`` decision rounds in every copy (time-major batch)."""
+        e, n = vec.num_envs, self.spec.num_agents
+        vec.capture_graphs = True
+        graphs_b: list[list[dict[str, Any]]] = []
+        mask_b = np.empty((steps, e, n, self.spec.num_actions), bool)
+        choice_b = np.empty((steps, e, n), np.int64)
+        alloc_b = np.empty((steps, e, n), np.int64)
+        keep_b = np.empty((steps, e, n), bool)
+        logp_b = np.empty((steps, e, n), np.float32)
+        val_b = np.empty((steps, e, n), np.float32)
+        rew_b = np.empty((steps, e, n), np.float32)
+        done_b = np.empty((steps, e, 1), np.float32)
+        episodes: list[dict[str, Any]] = []
+        conflicts = collisions = 0.0
+        gamma = float(self.cfg.gamma)
+        graphs = [s.graph() for s in vec.sims]
+        mask = vec.mask
+        for t in range(steps):
+            out = self.propose(graphs, mask)
+            res = vec.step(out["actions"])
+            r = res["rewards"]
+            for i, fg in res["final_graph"].items():
+                # time-limit truncation: bootstrap the value of the state it stopped in
+                fm = res["final_mask"][i][None]
+                r[i] += gamma * self._value([fg], fm)[0]
+            graphs_b.append(graphs)
+            mask_b[t], choice_b[t], alloc_b[t], keep_b[t] = (
+                mask,
+                out["choice"],
+                out["alloc"],
+                out["keep"],
+            )
+            logp_b[t], rew_b[t] = out["logp"], r
+            val_b[t] = out["value"] * self.value_rms.std + self.value_rms.mean
+            done_b[t, :, 0] = res["terminated"] | res["truncated"]
+            episodes += res["episodes"]
+            conflicts += float(out["conflicts"].sum())
+            collisions += float(res["collisions"].sum())
+            graphs = [s.graph() for s in vec.sims]
+            mask = vec.mask
+        last = self._value(graphs, mask)
+        adv, ret = gae(rew_b, val_b, last, done_b, gamma, float(self.cfg.gae_lambda))
+        per_step = 1.0 / (steps * e)
+        return {
+            "log": {
+                "task_conflicts_per_step": conflicts * per_step,
+                "collisions_executed_per_step": collisions * per_step,
+            },
+            "graphs": graphs_b,
+            "mask": mask_b,
+            "choice": choice_b,
+            "alloc": alloc_b,
+            "keep": keep_b,
+            "logp": logp_b,
+            "adv": adv.astype(np.float32),
+            "ret": ret.astype(np.float32),
+            "rewards": rew_b,
+            "episodes": episodes,
+            "collisions": collisions,
+        }
+
+    @torch.no_grad()
+    def _value(self, graphs: list[dict[str, Any]], mask: np.ndarray) -> np.ndarray:
+        data, off = batch_graphs(graphs)
+        agents, slots, targets = agent_index(graphs, off)
+        v = self.actor(data, agents, slots, targets)[2].numpy()
+        return v * self.value_rms.std + self.value_rms.mean
+
+    # ------------------------------------------------------------------ update
+    def update(self, batch: dict[str, Any], progress: float) -> dict[str, float]:
+        """One PPO update on a rollout (minibatches of whole graphs, all agents).
+
+        Raises:
+            TrainingDivergedError: a loss became NaN or infinite.
+        """
+        cfg = self.cfg
+        t, e, n = batch["choice"].shape
+        total = t * e
+        graphs = [g for step in batch["graphs"] for g in step]
+        mask = batch["mask"].reshape(total, n, -1)
+        choice = torch.from_numpy(batch["choice"].reshape(total, n))
+        alloc = torch.from_numpy(batch["alloc"].reshape(total, n))
+        keep = torch.from_numpy(batch["keep"].reshape(total, n)).float()
+        old_logp = torch.from_numpy(batch["logp"].reshape(total, n))
+        adv = torch.from_numpy(batch["adv"].reshape(total, n))
+        ret = batch["ret"].reshape(total, n)
+        if cfg.value_norm:
+            self.value_rms.update(ret)
+            ret = (ret - self.value_rms.mean) / self.value_rms.std
+        ret_t = torch.from_numpy(ret.astype(np.float32))
+        ent_coef = float(cfg.ent_coef_start) + progress * (
+            float(cfg.ent_coef_end) - float(cfg.ent_coef_start)
+        )
+        mb = max(total // int(cfg.minibatches), 1)
+        clip = float(cfg.clip)
+        keys = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "grad_norm")
+        stats = dict.fromkeys(keys, 0.0)
+        count = 0
+        for _ in range(int(cfg.epochs)):
+            perm = torch.randperm(total, generator=self.gen).numpy()
+            for start in range(0, total, mb):
+                idx = perm[start : start + mb]
+                ptr, alloc_lp, v = self._dist([graphs[i] for i in idx], mask[idx])
+                logp, chosen = two_phase_logp(ptr, alloc_lp, choice[idx], alloc[idx], keep[idx])
+                ent_ptr = -(ptr.exp() * ptr.clamp_min(-1e4)).sum(-1)
+                ent_alloc = -(chosen.exp() * chosen.clamp_min(-1e4)).sum(-1)
+                entropy = (ent_ptr + keep[idx] * ent_alloc).mean()
+                ratio = (logp - old_logp[idx]).exp()
+                a = adv[idx]
+                a = (a - a.mean()) / (a.std() + 1e-8)
+                pg = -torch.min(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).mean()
+                vloss = 0.5 * ((v - ret_t[idx]) ** 2).mean()
+                loss = pg + float(cfg.vf_coef) * vloss - ent_coef * entropy
+                if not torch.isfinite(loss):
+                    raise TrainingDivergedError(
+                        f"loss is not finite at update {self.updates} (policy loss {float(pg)}, "
+                        f"value loss {float(vloss)}); training stopped. Lower algo.lr; the "
+                        "last good checkpoint is kept."
+                    )
+                self.opt.zero_grad()
+                loss.backward()
+                gn = nn.utils.clip_grad_norm_(self.actor.parameters(), float(cfg.max_grad_norm))
+                self.opt.step()
+                with torch.no_grad():
+                    stats["policy_loss"] += float(pg)
+                    stats["value_loss"] += float(vloss)
+                    stats["entropy"] += float(entropy)
+                    stats["approx_kl"] += float(((ratio - 1) - ratio.log()).mean())
+                    stats["clip_frac"] += float(((ratio - 1).abs() > clip).float().mean())
+                    stats["grad_norm"] += float(gn)
+                count += 1
+        self.updates += 1
+        out = {k: v / count for k, v in stats.items()}
+        out["ent_coef"] = ent_coef
+        return out
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue training bit-for-bit."""
+        return {
+            "actor": self.actor.state_dict(),
+            "opt": self.opt.state_dict(),
+            "value_rms": (self.value_rms.mean, self.value_rms.var, self.value_rms.count),
+            "gen": self.gen.get_state(),
+            "rng": self.rng.bit_generator.state,
+            "torch_rng": torch.get_rng_state(),
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, sd: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.actor.load_state_dict(sd["actor"])
+        self.opt.load_state_dict(sd["opt"])
+        self.value_rms = RunningMeanStd(*sd["value_rms"])
+        self.gen.set_state(sd["gen"])
+        self.rng.bit_generator.state = sd["rng"]
+        torch.set_rng_state(sd["torch_rng"])
+        self.updates = int(sd["updates"])
