@@ -623,3 +623,34 @@ def test_obs_delay_shows_neighbours_load_from_that_many_slots_ago():
         # the agent's own block is current
         np.testing.assert_array_equal(sim.obs[:, :NODE_FEATURES], history[-1])
     assert not np.array_equal(history[-1], history[-1 - delay])  # the delay is visible
+
+
+def test_priority_aging_reorders_queues_and_lets_waiting_jobs_overtake():
+    """Starvation protection: one class up per ``priority_aging_slots`` slots waited."""
+    from edgesched.envs import EdgeClusterSim, make_config
+    from edgesched.envs.core import QUEUED
+
+    def queues_after(aging: int, slots: int) -> tuple[EdgeClusterSim, list[list[int]]]:
+        sim = EdgeClusterSim(
+            make_config("edge10", arrival_rate=0.5, priority_aging_slots=aging, max_slots=60)
+        )
+        sim.reset(5)
+        for _ in range(slots):
+            sim.step(np.zeros(sim.num_agents, dtype=np.int64))  # everyone defers
+        sim._update_qlen()
+        bounds = np.concatenate([sim._q_start, [sim._q_start[-1] + sim.qlen[-1]]])
+        return sim, [sim.q_job[bounds[i] : bounds[i + 1]].tolist() for i in range(10)]
+
+    every, slots = 4, 12
+    sim, aged = queues_after(every, slots)
+    eff = np.maximum(sim.j_prio - (sim.t - sim.j_arrival) // every, 0)
+    overtakes = 0
+    for agent, q in enumerate(aged):
+        # each queue is ordered by aged class, then arrival (job id)
+        assert q == sorted(q, key=lambda j: (eff[j], j)), agent
+        assert set(q) == set(np.flatnonzero((sim.j_home == agent) & (sim.status == QUEUED)))
+        overtakes += sum(sim.j_prio[a] > sim.j_prio[b] for i, a in enumerate(q) for b in q[i + 1 :])
+    assert overtakes > 0  # some older low-class job now stands ahead of a newer high-class one
+    sim0, strict = queues_after(0, slots)
+    for q in strict:
+        assert q == sorted(q, key=lambda j: (sim0.j_prio[j], j))

@@ -56,6 +56,7 @@ def edge_configs(draw: st.DrawFn) -> dict[str, Any]:
         "visibility": draw(st.sampled_from(["home", "shared"])),
         "alloc_scales": draw(st.sampled_from([(1.0,), (1.0, 2.0), (1.0, 1.5, 3.0)])),
         "topology_seed": draw(st.integers(0, 3)),
+        "priority_aging_slots": draw(st.sampled_from([0, 0, 3])),
     }
 
 

@@ -123,6 +123,9 @@ class SimConfig:
     """Range of per-job target normalized quality (uniform)."""
     max_epochs: float = 15.0
     """Epoch limit; an epoch is a tenth of the samples a job needs for 90% quality."""
+    priority_aging_slots: int = 0
+    """Starvation protection: a queued job moves up one priority class (towards 0) for
+    every this many slots it has waited; 0 keeps strict priority (a low class can starve)."""
     visibility: str = "home"
     """``home``: a job is queued at its home agent. ``shared``: at a random subset of agents."""
     conflict_rule: str = "random"
@@ -247,6 +250,7 @@ class SimConfig:
         _int_range("diurnal_period_slots", self.diurnal_period_slots, 1, 10_000_000)
         _int_range("max_jobs", self.max_jobs, 0, 10_000_000)
         _int_range("pending_slots", self.pending_slots, 1, 1024)
+        _int_range("priority_aging_slots", self.priority_aging_slots, 0, 10_000_000)
         _int_range("obs_delay", self.obs_delay, 0, 1000)
         _int_range("max_slots", self.max_slots, 1, 10_000_000)
         _int_range("max_steps", self.max_steps, 1, 100_000_000)

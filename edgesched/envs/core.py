@@ -852,9 +852,22 @@ class EdgeClusterSim:
             )
         self.t += 1
         self._advanced_since_snapshot = True
+        if cfg.priority_aging_slots and len(self.q_job):
+            self._age_queues(cfg.priority_aging_slots)
         if self.t < cfg.arrival_slots:
             self._enqueue_arrivals(self.t)
         return rewards
+
+    def _age_queues(self, every: int) -> None:
+        """Re-rank queued jobs by their aged class ``max(class - wait // every, 0)``."""
+        jobs = self.q_job
+        wait = self.t - self.j_arrival[jobs]
+        eff = np.maximum(self.j_prio[jobs] - wait // every, 0)
+        agent = self.q_ck // self._key_span
+        ck = agent * self._key_span + eff * (self.num_jobs + 1) + jobs
+        order = np.argsort(ck, kind="stable")
+        self.q_ck, self.q_job = ck[order], jobs[order]
+        self._queue_dirty = True
 
     def _progress(self, running: np.ndarray, cont: np.ndarray | None) -> np.ndarray | None:
         """Advance running jobs by one slot; complete and release finished ones.
