@@ -20,6 +20,7 @@ from edgesched.algos.graph import (
 from edgesched.algos.tapfinger import (
     TapFingerTrainer,
     _masks,
+    chosen_slot,
     resolve_conflicts,
     resource_fit,
     two_phase_logp,
@@ -173,7 +174,7 @@ def test_loser_allocation_term_is_excluded_from_the_loss():
     choice = torch.tensor([[2, 2]])  # both agents chose pending slot 1 (pointer index 2)
     alloc = torch.tensor([[4, 1]])
     keep = torch.tensor([[1.0, 0.0]])  # agent 0 won, agent 1 lost
-    logp, _ = two_phase_logp(ptr_lp, alloc_lp, choice, alloc, keep)
+    logp = two_phase_logp(ptr_lp, chosen_slot(alloc_lp, choice), choice, alloc, keep)
     assert float(logp[0, 1]) == pytest.approx(float(ptr_lp[0, 1, 2]))
     assert float(logp[0, 0]) == pytest.approx(float(ptr_lp[0, 0, 2] + alloc_lp[0, 0, 1, 4]))
     logp.sum().backward()
@@ -228,3 +229,21 @@ def test_ablations_remove_attention_and_pointer():
     pmask, _ = _masks(spec, sim.mask[None])
     for row, m in zip(ptr, pmask[0], strict=True):
         np.testing.assert_allclose(row[m], 1.0 / m.sum(), rtol=1e-5)
+
+
+def test_update_path_computes_the_same_chosen_slot_log_probs():
+    """The PPO update evaluates the allocation head on the chosen slot only; same numbers."""
+    sim = _busy("tapfinger-hetero6")
+    trainer = TapFingerTrainer(_cfg(), EnvSpec.of(sim), seed=0)
+    g, m = [sim.graph()], sim.mask[None]
+    out = trainer.propose(g, m)
+    choice = torch.from_numpy(out["choice"])
+    with torch.no_grad():
+        ptr, alloc, _ = trainer._dist(g, m)
+        ptr1, chosen1, _ = trainer._dist(g, m, choice)
+    np.testing.assert_allclose(ptr1.numpy(), ptr.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(chosen1.numpy(), chosen_slot(alloc, choice).numpy(), rtol=1e-5)
+    keep = torch.from_numpy(out["keep"]).float()
+    alloc_idx = torch.from_numpy(out["alloc"])
+    logp = two_phase_logp(ptr1, chosen1, choice, alloc_idx, keep)
+    np.testing.assert_allclose(logp.numpy(), out["logp"], rtol=1e-4, atol=1e-5)

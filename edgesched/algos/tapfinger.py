@@ -138,10 +138,14 @@ class TapFingerNet(nn.Module):
         self.hidden = hidden
         self.spec = spec
 
-    def forward(self, data, agents, slots, targets) -> tuple[torch.Tensor, ...]:
+    def forward(
+        self, data, agents, slots, targets, only_slot: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, ...]:
         """Pointer logits (G, N, 1+P), allocation logits (G, N, P, (K+1) L), values (G, N).
 
-        Index 0 of the pointer is "defer". Logits are unmasked.
+        Index 0 of the pointer is "defer". Logits are unmasked. With ``only_slot`` (G, N),
+        allocation logits are computed for that pending slot only: (G, N, 1, (K+1) L) (the
+        PPO update needs no other, and the allocation head dominates its cost).
         """
         h = self.backbone(data)
         hn, hp = h["node"], h["pending"]
@@ -153,6 +157,8 @@ class TapFingerNet(nn.Module):
         ht = torch.cat([hn, zero])[torch.where(tg >= 0, tg, len(hn))]  # (G, N, K1, H)
         ptr = (self.q(ha)[:, :, None, :] * self.k(hs)).sum(-1) / self.hidden**0.5
         ptr = torch.cat([self.defer(ha), ptr], dim=-1)
+        if only_slot is not None:
+            hs = hs.gather(2, only_slot[:, :, None, None].expand(-1, -1, 1, hs.shape[-1]))
         g, n, p, _ = hs.shape
         k1 = ht.shape[2]
         x = torch.cat(
@@ -172,34 +178,36 @@ class TapFingerNet(nn.Module):
         return ptr, alloc, v.squeeze(-1)
 
 
+def chosen_slot(alloc: torch.Tensor, choice: torch.Tensor) -> torch.Tensor:
+    """(G, N, C) allocation log-probabilities of each agent's chosen slot from (G, N, P, C)."""
+    slot = (choice - 1).clamp_min(0)
+    return alloc.gather(2, slot[:, :, None, None].expand(-1, -1, 1, alloc.shape[-1])).squeeze(2)
+
+
 def two_phase_logp(
     ptr: torch.Tensor,
-    alloc: torch.Tensor,
+    chosen: torch.Tensor,
     choice: torch.Tensor,
     alloc_idx: torch.Tensor,
     keep: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> torch.Tensor:
     """The learner's log-probability of each agent's decision.
 
     Args:
         ptr: (G, N, 1+P) pointer log-probabilities (index 0: defer).
-        alloc: (G, N, P, C) allocation log-probabilities per pending slot.
+        chosen: (G, N, C) allocation log-probabilities of the chosen pending slot.
         choice: (G, N) pointer choices.
         alloc_idx: (G, N) allocation choices (target x level), ignored where not kept.
         keep: (G, N) 1 where the allocation counts (the agent placed and did not lose a
             conflict), else 0.
 
     Returns:
-        ``(logp, chosen)``: (G, N) ``log p(choice) + keep * log p(alloc | choice)`` and the
-        (G, N, C) allocation log-probabilities of the chosen slot.
+        (G, N) ``log p(choice) + keep * log p(alloc | choice)``.
     """
-    slot = (choice - 1).clamp_min(0)
-    chosen = alloc.gather(2, slot[:, :, None, None].expand(-1, -1, 1, alloc.shape[-1]))
-    chosen = chosen.squeeze(2)
     lp_ptr = ptr.gather(-1, choice[..., None]).squeeze(-1)
     lp_alloc = chosen.gather(-1, alloc_idx[..., None]).squeeze(-1)
     # where(keep) rather than keep * lp: no gradient flows to a loser's allocation
-    return lp_ptr + torch.where(keep > 0, lp_alloc, torch.zeros_like(lp_alloc)), chosen
+    return lp_ptr + torch.where(keep > 0, lp_alloc, torch.zeros_like(lp_alloc))
 
 
 def _masks(spec: EnvSpec, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -239,15 +247,26 @@ class TapFingerTrainer:
         self.updates = 0
 
     # ------------------------------------------------------------------ acting
-    def _dist(self, graphs, mask):
+    def _dist(self, graphs, mask, choice: torch.Tensor | None = None):
+        """Masked log-probabilities of pointer, allocation and the values.
+
+        Pointer (G, N, 1+P); allocation (G, N, P, C), or of the chosen slot only (G, N, C)
+        when ``choice`` is given; values (G, N).
+        """
         data, off = batch_graphs(graphs)
         agents, slots, targets = agent_index(graphs, off)
-        ptr, alloc, v = self.actor(data, agents, slots, targets)
+        only = None if choice is None else (choice - 1).clamp_min(0)
+        ptr, alloc, v = self.actor(data, agents, slots, targets, only)
         pmask, amask = _masks(self.spec, mask)
+        if only is not None:
+            idx = only.numpy()[:, :, None, None]
+            amask = np.take_along_axis(amask, idx, axis=2)
         if not self.pointer:  # ablation: uniform over the feasible choices
             ptr = torch.zeros_like(ptr)
         ptr = torch.log_softmax(masked_logits(ptr, torch.from_numpy(pmask)), dim=-1)
         alloc = torch.log_softmax(masked_logits(alloc, torch.from_numpy(amask)), dim=-1)
+        if only is not None:
+            alloc = alloc.squeeze(2)
         return ptr, alloc, v
 
     @torch.no_grad()
@@ -273,9 +292,7 @@ class TapFingerTrainer:
             g, n, c = ptr.shape
             choice = torch.multinomial(ptr.exp().reshape(-1, c), 1, generator=self.gen)
             choice = choice.reshape(g, n)
-        slot = (choice - 1).clamp_min(0)
-        a_all = alloc.gather(2, slot[:, :, None, None].expand(-1, -1, 1, alloc.shape[-1]))
-        a_all = a_all.squeeze(2)  # (G, N, K1 L) log-probs of the chosen task's allocations
+        a_all = chosen_slot(alloc, choice)  # (G, N, K1 L) the chosen task's allocations
         if greedy:
             aidx = a_all.argmax(-1)
         else:
@@ -304,7 +321,7 @@ class TapFingerTrainer:
                 task, lp_ptr[i].exp().numpy(), fit, None if greedy else self.rng
             )
         actions = np.where(keep, 1 + (choice_np - 1) * self.spec.num_targets * l1 + aidx_np, 0)
-        logp, _ = two_phase_logp(ptr, alloc, choice, aidx, torch.from_numpy(keep).float())
+        logp = two_phase_logp(ptr, a_all, choice, aidx, torch.from_numpy(keep).float())
         return {
             "actions": actions.astype(np.int64),
             "choice": choice_np,
@@ -452,8 +469,9 @@ class TapFingerTrainer:
             perm = torch.randperm(total, generator=self.gen).numpy()
             for start in range(0, total, mb):
                 idx = perm[start : start + mb]
-                ptr, alloc_lp, v = self._dist([graphs[i] for i in idx], mask[idx])
-                logp, chosen = two_phase_logp(ptr, alloc_lp, choice[idx], alloc[idx], keep[idx])
+                c = choice[idx]
+                ptr, chosen, v = self._dist([graphs[i] for i in idx], mask[idx], c)
+                logp = two_phase_logp(ptr, chosen, c, alloc[idx], keep[idx])
                 ent_ptr = -(ptr.exp() * ptr.clamp_min(-1e4)).sum(-1)
                 ent_alloc = -(chosen.exp() * chosen.clamp_min(-1e4)).sum(-1)
                 entropy = (ent_ptr + keep[idx] * ent_alloc).mean()
