@@ -654,3 +654,65 @@ def test_priority_aging_reorders_queues_and_lets_waiting_jobs_overtake():
     sim0, strict = queues_after(0, slots)
     for q in strict:
         assert q == sorted(q, key=lambda j: (sim0.j_prio[j], j))
+
+
+def test_resize_shrinks_and_grows_a_running_job_exactly():
+    """RLPTO's elastic resizing: exact resource bookkeeping and iteration times."""
+    from edgesched.envs import EdgeClusterSim, make_config
+    from edgesched.envs.core import RUNNING
+
+    cfg = make_config("edge10", arrival_rate=0.3, straggler_scale=0.0, collision_mode="reject")
+    sim = EdgeClusterSim(cfg)
+    sim.reset(2)
+    levels = sim.num_levels
+    for _ in range(30):  # place each head at the highest level that fits
+        pm = sim.mask[:, 1:].reshape(sim.num_agents, sim.pending_slots, sim.k1, levels)
+        a = np.zeros(sim.num_agents, dtype=np.int64)
+        for i in range(sim.num_agents):
+            ok = np.argwhere(pm[i, 0])
+            if len(ok):
+                k, lv = ok[np.argmax(ok[:, 1])]
+                a[i] = 1 + int(k) * levels + int(lv)
+        sim.step(a)
+    fits = (sim.used <= sim.capacity + 1e-9).all(axis=1)  # not overloaded by a collision
+    run = [
+        j
+        for j in sim.running
+        if (sim.w_level[j, : sim.j_workers[j]] >= 1).all()
+        and fits[sim.w_node[j, : sim.j_workers[j]]].all()
+    ]
+    assert run, "no running job above the lowest level on nodes within capacity"
+    j = int(run[0])
+    w = int(sim.j_workers[j])
+    nodes, lv0 = sim.w_node[j, :w], sim.w_level[j, :w].copy()
+    used0, it0 = sim.used.copy(), sim.w_iter0[j, :w].copy()
+    assert sim.resize(np.array([j]), np.array([-1])).tolist() == [True]
+    freed = sim.j_alloc[j, lv0] - sim.j_alloc[j, lv0 - 1]
+    want = used0.copy()
+    np.subtract.at(want, nodes, freed)
+    np.testing.assert_allclose(sim.used, want)
+    assert (sim.w_iter0[j, :w] > it0).all()  # less resource, slower iterations
+    np.testing.assert_allclose(
+        sim.w_iter0[j, :w], sim._j_iter_at_speed1[j, lv0 - 1] / sim.cluster.speed[nodes]
+    )
+    assert sim.resize(np.array([j]), np.array([1])).tolist() == [True]  # grow back
+    np.testing.assert_allclose(sim.used, used0)
+    np.testing.assert_allclose(sim.w_iter0[j, :w], it0)
+    # down to the lowest level, where shrinking changes nothing
+    for _ in range(levels):
+        sim.resize(np.array([j]), np.array([-1]))
+    assert (sim.w_level[j, :w] == 0).all()
+    assert sim.resize(np.array([j]), np.array([-1])).tolist() == [False]
+    # growth that does not fit is refused and changes nothing
+    before = sim.used.copy()
+    sim.used[nodes] = sim.capacity[nodes]
+    assert sim.resize(np.array([j]), np.array([1])).tolist() == [False]
+    assert (sim.w_level[j, :w] == 0).all()
+    sim.used[:] = before
+    m = sim.episode_metrics()
+    assert m["resized_up"] == 1 and m["resized_down"] >= 2
+    assert sim.status[j] == RUNNING
+    with pytest.raises(ValueError, match="running"):
+        sim.resize(np.array([int(np.flatnonzero(sim.status != RUNNING)[0])]), np.array([1]))
+    with pytest.raises(ValueError, match="delta"):
+        sim.resize(np.array([j]), np.array([2]))

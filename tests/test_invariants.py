@@ -287,6 +287,14 @@ def run_and_check(params: dict[str, Any], seed: int, policy_seed: int) -> dict[s
     check_jobs(sim, np.zeros_like(sim.status))
     stats: dict[str, Any] = {"steps": 0, "over_capacity_steps": 0}
     while not (sim.terminated or sim.truncated):
+        if len(sim.running) and rng.random() < 0.3:
+            # RLPTO's elastic resizing: never pushes a node over capacity, keeps `used` exact
+            jobs = rng.permutation(sim.running)[: rng.integers(1, len(sim.running) + 1)]
+            over0 = ((sim.capacity - sim.used) < -TOL).any(axis=1)
+            sim.resize(jobs, rng.integers(-1, 2, size=len(jobs)))
+            np.testing.assert_allclose(sim.used, recompute_used(sim), atol=1e-6)
+            assert not ((((sim.capacity - sim.used) < -TOL).any(axis=1)) & ~over0).any()
+            check_mask(sim)
         a = joint_action(sim, rng)
         used0, t0, status0 = sim.used.copy(), sim.t, sim.status.copy()
         assert all(sim.mask[i, a[i]] for i in range(sim.num_agents))  # policy sanity

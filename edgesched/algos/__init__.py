@@ -88,3 +88,12 @@ def _tapfinger(algo_cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: 
     if shield != "none":
         raise ValueError("tapfinger resolves its own task conflicts; use shield=none")
     return TapFingerTrainer(algo_cfg, spec, seed)
+
+
+@register_algorithm("rlpto")
+def _rlpto(algo_cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Any:
+    from .rlpto.trainer import RLPTOTrainer
+
+    if shield != "none":
+        raise ValueError("rlpto places with its priority-queue rule; use shield=none")
+    return RLPTOTrainer(algo_cfg, spec, seed)

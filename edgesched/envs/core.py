@@ -60,6 +60,8 @@ class Counters:
     overload_node_slots: int = 0
     invalid_actions: int = 0
     placements: int = 0
+    resized_up: int = 0
+    resized_down: int = 0
     util_sum: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
@@ -372,6 +374,7 @@ class EdgeClusterSim:
         self.owner = self.j_home.copy()
         self.w_node = np.full((jn, self.max_workers), -1, dtype=np.int64)
         self.w_alloc = np.zeros((jn, self.max_workers, 3))
+        self.w_level = np.zeros((jn, self.max_workers), dtype=np.int64)
         self.progress = np.zeros(jn)
         self.quality = np.zeros(jn)
         self.sync_time = np.zeros(jn)
@@ -696,6 +699,7 @@ class EdgeClusterSim:
         widx = self.placed[jobs]
         self.w_node[jobs, widx] = targets
         self.w_alloc[jobs, widx] = alloc
+        self.w_level[jobs, widx] = level
         self.w_iter0[jobs, widx] = self._iteration_seconds(jobs, level, targets)
         np.add.at(self.used, targets, alloc)
         np.add.at(self.node_workers, targets, 1.0)
@@ -796,6 +800,68 @@ class EdgeClusterSim:
                     )
                 self.sync_time[j] = t
         self._drop_from_queues()
+
+    # ------------------------------------------------------------------ resizing
+    def resize(self, jobs: np.ndarray, delta: np.ndarray) -> np.ndarray:
+        """Move every worker of running jobs one allocation level down or up, in place.
+
+        The elastic-resource operation of RLPTO (DESIGN §4.1): a converging job's workers
+        shrink to the next lower level of ``alloc_scales`` and free resources for others; a
+        job may grow to the next higher level if every one of its nodes has the free
+        capacity. A worker already at the lowest (highest) level does not move. Iteration
+        times are recomputed from the new allocation; the job's progress is kept.
+        ``alloc_mode='grid'`` has no ordered levels: nothing is resized there.
+
+        Args:
+            jobs: running job ids (each at most once).
+            delta: -1 (shrink), 0 or +1 (grow) per job.
+
+        Returns:
+            (len(jobs),) bool, whether the job's allocation changed.
+
+        Raises:
+            ValueError: a job is not running, appears twice, or a delta is not -1, 0, 1.
+        """
+        jobs = np.asarray(jobs, dtype=np.int64)
+        delta = np.asarray(delta, dtype=np.int64)
+        changed = np.zeros(len(jobs), dtype=bool)
+        if len(jobs) == 0 or self._grid:
+            return changed
+        if jobs.shape != delta.shape or not np.isin(delta, (-1, 0, 1)).all():
+            raise ValueError(f"delta={delta.tolist()}: need one of -1, 0, 1 per job")
+        if (self.status[jobs] != RUNNING).any() or _has_duplicates(jobs):
+            raise ValueError(f"jobs={jobs.tolist()}: need distinct running jobs")
+        top = self.num_levels - 1
+        for i, (j, d) in enumerate(zip(jobs.tolist(), delta.tolist(), strict=True)):
+            if d == 0:
+                continue
+            w = int(self.j_workers[j])
+            nodes = self.w_node[j, :w]
+            new = np.clip(self.w_level[j, :w] + d, 0, top)
+            if (new == self.w_level[j, :w]).all():
+                continue
+            alloc = self.j_alloc[j, new]
+            diff = alloc - self.w_alloc[j, :w]
+            if d > 0:
+                need = np.zeros((self.num_agents, 3))
+                np.add.at(need, nodes, diff)
+                if (need > self.capacity - self.used + 1e-9).any():
+                    continue  # some node cannot host the larger allocation
+            np.add.at(self.used, nodes, diff)
+            self.w_alloc[j, :w] = alloc
+            self.w_level[j, :w] = new
+            t = self._iteration_seconds(np.full(w, j), new, nodes)
+            if self._balance[self.j_sync[j]] and w > 1:
+                t = np.full(w, w / np.sum(1.0 / t))  # EdgeGossip keeps shares balanced
+            self.w_iter0[j, :w] = t
+            changed[i] = True
+            if d > 0:
+                self.counters.resized_up += 1
+            else:
+                self.counters.resized_down += 1
+        if changed.any():
+            self._refresh()
+        return changed
 
     # ------------------------------------------------------------------ clock
     def contention(self) -> np.ndarray:
@@ -1060,6 +1126,8 @@ class EdgeClusterSim:
             "overload_node_slots": self.counters.overload_node_slots,
             "invalid_actions": self.counters.invalid_actions,
             "placements": self.counters.placements,
+            "resized_up": self.counters.resized_up,
+            "resized_down": self.counters.resized_down,
             "jct_by_priority": prio_jct,
             "final_quality": self.quality[done].copy(),
             "final_quality_mean": float(self.quality[done].mean()) if done.any() else float("nan"),

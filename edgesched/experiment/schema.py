@@ -49,6 +49,12 @@ class AlgoConfig:
         gnn_heads: TapFinger attention heads.
         graph_attention: TapFinger message passing (false: the no-attention ablation).
         pointer: TapFinger learned task selection (false: uniform task choice ablation).
+        resource_weight: RLPTO reward weight of the occupied share of CPU and GPU.
+        accuracy_weight: RLPTO reward weight of the quality gained per slot.
+        shrink_gain: RLPTO's convergence rule: shrink a job (past half its quality) whose
+            quality rose less than this in the last slot.
+        forecast_window: RLPTO forecaster's window in slots.
+        forecast_refit: RLPTO refits its forecaster every this many updates.
     """
 
     name: str = MISSING
@@ -77,6 +83,11 @@ class AlgoConfig:
     gnn_heads: int = 2
     graph_attention: bool = True
     pointer: bool = True
+    resource_weight: float = 1.0
+    accuracy_weight: float = 1.0
+    shrink_gain: float = 0.002
+    forecast_window: int = 10
+    forecast_refit: int = 50
 
 
 @dataclass
@@ -300,6 +311,18 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         c.shield.name,
         "dqn_central is one cluster head deciding one task at a time, which cannot collide; "
         "use shield=none",
+    )
+    _check(
+        not (c.algo.name == "rlpto" and c.shield.name != "none"),
+        "shield.name",
+        c.shield.name,
+        "rlpto places with its priority-queue rule, which a shield cannot rank; use shield=none",
+    )
+    _check(
+        int(c.algo.forecast_window) >= 1 and int(c.algo.forecast_refit) >= 1,
+        "algo.forecast_window",
+        (c.algo.forecast_window, c.algo.forecast_refit),
+        "forecast_window and forecast_refit must be >= 1",
     )
     _check(
         not (c.algo.name == "tapfinger" and c.shield.name != "none"),

@@ -1,0 +1,539 @@
+"""RLPTO (Lu et al., IEEE TPDS 2023): priority queues, forecast-aware RL resource scheduling.
+
+RLPTO splits scheduling in two, as the paper does:
+
+* **Task scheduling: multi-priority queues.** Every agent serves its queue in priority order
+  (the simulator's queues: class 0 first, then arrival; with ``priority_aging_slots`` a
+  waiting job climbs one class per that many slots, which is the starvation protection). The
+  head job is placed by the least-loaded rule at the *minimum* allocation
+  (:class:`~edgesched.baselines.heuristics.LeastLoadedScheduler`): jobs start small and
+  the resource scheduler grows them where it pays.
+* **Resource scheduling: PPO** (on-policy, like the project's other learners; the decisions
+  are many small ones per slot, which suits a shared stochastic policy better than DQN's
+  one-action-per-transition replay). Every slot, for each running job, one shared policy
+  chooses **shrink / keep / grow** (one allocation level of ``alloc_scales`` for all the
+  job's workers, :meth:`EdgeClusterSim.resize`; growth only where the nodes have room). It
+  sees the job (priority, workers, level, quality, recent quality gain, progress, free
+  capacity of its nodes), the cluster (free capacity, queued jobs per priority class) and
+  the **task-volume forecast** (:class:`~edgesched.algos.rlpto.forecast.VolumeForecaster`
+  on arrivals per ``forecast_window`` slots).
+* **Reward** (the paper's three terms, team reward per slot, weights in ``AlgoConfig``):
+  ``R = -(jobs in the system) / N - resource_weight * (allocated share of the cluster's CPU
+  and GPU) + accuracy_weight * (sum of quality gained this slot)``. The first term summed
+  over an episode is minus the total JCT / N (training time); the second charges occupied
+  resources; the third credits model accuracy.
+* **Convergence-aware shrinking**: a job whose quality rose by less than ``shrink_gain`` in
+  the last slot, once past half its quality, is shrunk one level per slot by rule, before
+  the policy acts (the paper: "when a model tends to converge, its resources are gradually
+  reduced and given to other tasks"). Logged as ``rule_shrinks``.
+
+The critic is ``V(state(), forecast)`` per environment copy; advantages (GAE on the team
+reward) are shared by all of a slot's decisions. The forecaster is refitted every
+``forecast_refit`` updates on the arrival history of the finished training episodes (their
+arrival phase, in ``forecast_window``-slot windows); that history lives in the actor's state
+so a saved policy forecasts exactly as it did in training. On ``alloc_mode='grid'``
+scenarios (TapFinger's) there are no ordered levels, only "keep" is feasible and RLPTO
+reduces to its priority-queue placement.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from edgesched.envs.core import EdgeClusterSim
+from edgesched.policy import EnvSpec
+
+from ..common import RunningMeanStd, VecSim, gae, masked_logits, mlp
+from .forecast import VolumeForecaster
+
+SHRINK, KEEP, GROW = 0, 1, 2
+
+
+class RLPTONet(nn.Module):
+    """Controller, critic and the forecaster's history.
+
+    The controller maps job features to 3 logits (shrink, keep, grow), the critic maps
+    (state, forecast) to a value; the forecaster's training history is a buffer, so it is
+    saved with the weights.
+    """
+
+    def __init__(self, job_dim: int, state_dim: int, hidden: list[int]) -> None:
+        super().__init__()
+        self.policy = mlp([job_dim, *hidden], 3)
+        self.critic = mlp([state_dim + 1, *hidden], 1)
+        self.register_buffer("forecast_history", torch.zeros(0, dtype=torch.float64))
+
+    def load_state_dict(self, sd, strict: bool = True, assign: bool = False):  # noqa: D102
+        # the history's length varies; adopt the saved one
+        self.forecast_history = sd["forecast_history"].clone()
+        return super().load_state_dict(sd, strict=strict, assign=assign)
+
+
+class RLPTOTrainer:
+    """RLPTO behind the runner's trainer interface (see the module docs).
+
+    Args:
+        cfg: hyperparameters (:class:`edgesched.experiment.schema.AlgoConfig`; PPO fields
+            plus ``resource_weight``, ``accuracy_weight``, ``shrink_gain``,
+            ``forecast_window``, ``forecast_refit``).
+        spec: the scenario's static facts.
+        seed: seeds initialization and sampling.
+    """
+
+    def __init__(self, cfg: Any, spec: EnvSpec, seed: int) -> None:
+        from edgesched.baselines import make_baseline
+
+        self.cfg = cfg
+        self.spec = spec
+        self.seed = seed
+        torch.manual_seed(seed)
+        self.num_prio = max(spec.num_priorities, 1)
+        self.job_dim = self.num_prio * 2 + 12
+        self.actor = RLPTONet(self.job_dim, spec.state_dim, [int(h) for h in cfg.hidden])
+        self.opt = torch.optim.Adam(self.actor.parameters(), lr=float(cfg.lr), eps=1e-5)
+        self.value_rms = RunningMeanStd()
+        self.gen = torch.Generator().manual_seed(seed)
+        self.placer = make_baseline("least_loaded", spec)
+        self.window = int(cfg.forecast_window)
+        self.forecaster: VolumeForecaster | None = None
+        self._fitted_len = -1
+        self._episode_ids: dict[int, int] = {}
+        self._last_arrivals: dict[int, np.ndarray] = {}
+        self._fc_memo: dict[int, tuple[tuple[int, int], np.ndarray]] = {}
+        self.updates = 0
+
+    # ------------------------------------------------------------------ forecasting
+    def _arrivals(self, sim: EdgeClusterSim, upto: int | None = None) -> np.ndarray:
+        """Arrivals per window of the episode's arrival phase (windows ending before upto)."""
+        w = self.window
+        n_win = max(sim.cfg.arrival_slots // w, 1)
+        a = sim.j_arrival
+        if upto is not None:
+            a = a[a < (upto // w) * w]
+        counts = np.bincount(np.minimum(a // w, n_win - 1), minlength=n_win)[:n_win]
+        return counts.astype(np.float64) if upto is None else counts[: upto // w]
+
+    def _refit(self) -> None:
+        hist = self.actor.forecast_history.numpy()
+        if len(hist) == self._fitted_len:
+            return
+        # The history concatenates episodes that each restart at the same time of day, so
+        # daily Fourier terms over the concatenation would be misaligned: none are used.
+        season = max(1440 // self.window, 2)
+        fc = VolumeForecaster(
+            season=season,
+            fourier_terms=0,
+            window=8,
+            epochs=20,
+            recent=8,
+            min_history=32,
+            seed=self.seed,
+        )
+        self.forecaster = fc.fit(hist[-2000:]) if len(hist) else None
+        self._fitted_len = len(hist)
+
+    def _forecast(self, sim: EdgeClusterSim) -> float:
+        """Forecast of the current window's arrivals, relative to the history's mean.
+
+        The forecaster's rolling one-step forecasts are causal (the forecast of window ``k``
+        uses windows ``< k`` only), so one call per episode yields every window's forecast;
+        it is memoized per episode and fit.
+        """
+        if sim.t >= sim.cfg.arrival_slots:
+            return 0.0  # arrivals are over for this episode
+        key = (id(sim.j_arrival), self._fitted_len)
+        memo = self._fc_memo.get(id(sim))
+        if memo is None or memo[0] != key:
+            memo = (key, self._episode_forecasts(sim))
+            self._fc_memo[id(sim)] = memo
+        return float(memo[1][min(sim.t // self.window, len(memo[1]) - 1)])
+
+    def _episode_forecasts(self, sim: EdgeClusterSim) -> np.ndarray:
+        """Normalized forecasts of every arrival window of the episode (causal)."""
+        counts = self._arrivals(sim)
+        hist = self.actor.forecast_history.numpy()
+        scale = max(float(hist.mean()) if len(hist) else 1.0, 1.0)
+        if self.forecaster is None:
+            # no history fitted yet: the running mean of the windows seen so far
+            csum = np.concatenate([[0.0], np.cumsum(counts)])
+            k = np.arange(len(counts))
+            f = np.where(k > 0, csum[k] / np.maximum(k, 1), scale)
+        else:
+            f = self.forecaster.rolling(counts)["combined"]
+            f[0] = scale if not np.isfinite(f[0]) else f[0]
+        return np.nan_to_num(f, nan=scale) / scale
+
+    # ------------------------------------------------------------------ features
+    def _jobs(self, sim: EdgeClusterSim, prev_q: np.ndarray, forecast: float):
+        """Running jobs, their features (J, D), action masks (J, 3) and rule shrinks (J,)."""
+        jobs = sim.running
+        nj = len(jobs)
+        feats = np.zeros((nj, self.job_dim), np.float32)
+        mask = np.zeros((nj, 3), bool)
+        mask[:, KEEP] = True
+        rule = np.zeros(nj, bool)
+        if nj == 0:
+            return jobs, feats, mask, rule
+        w = sim.j_workers[jobs]
+        wmax = sim.w_level.shape[1]
+        valid = np.arange(wmax)[None, :] < w[:, None]
+        nodes = np.where(valid, sim.w_node[jobs], 0)
+        lv = np.where(valid, sim.w_level[jobs], 0)
+        top = sim.num_levels - 1
+        cap = sim.capacity
+        free = np.clip((cap - sim.used) / np.maximum(cap, 1e-9), 0.0, 1.0)
+        node_free = (free[nodes] * valid[..., None]).sum(1) / w[:, None]
+        quality = sim.quality[jobs]
+        gain = quality - prev_q[jobs]
+        queued = sim.status == 1
+        per_prio = np.bincount(sim.j_prio[queued], minlength=self.num_prio) / sim.num_agents
+        feats[np.arange(nj), sim.j_prio[jobs]] = 1.0
+        o = self.num_prio
+        feats[:, o] = w / 4.0
+        feats[:, o + 1] = lv.sum(1) / w / max(top, 1)
+        feats[:, o + 2] = quality
+        feats[:, o + 3] = np.clip(gain * 10.0, -1.0, 1.0)
+        feats[:, o + 4] = np.clip(
+            sim.progress[jobs] / np.maximum(sim.j_max_samples[jobs], 1e-9), 0, 1
+        )
+        feats[:, o + 5 : o + 7] = node_free[:, :2]
+        tot_free = 1.0 - sim.used[:, :2].sum(0) / np.maximum(cap[:, :2].sum(0), 1e-9)
+        feats[:, o + 7 : o + 9] = tot_free
+        feats[:, o + 9 : o + 9 + self.num_prio] = per_prio
+        feats[:, o + 9 + self.num_prio] = forecast
+        feats[:, o + 10 + self.num_prio] = len(jobs) / sim.num_agents
+        feats[:, o + 11 + self.num_prio] = sim.t / max(sim.cfg.max_slots, 1)
+        if sim.cfg.alloc_mode == "scale" and top > 0:
+            mask[:, SHRINK] = (lv * valid).max(1) > 0
+            nxt = np.minimum(lv + 1, top)
+            add = sim.j_alloc[jobs[:, None], nxt] - sim.w_alloc[jobs][:, :wmax]
+            add = add * valid[..., None]
+            need = np.zeros((nj, sim.num_agents, 3))
+            for k in range(wmax):
+                np.add.at(need, (np.arange(nj), nodes[:, k]), add[:, k])
+            fits = (need <= (cap - sim.used)[None] + 1e-9).all(axis=(1, 2))
+            mask[:, GROW] = (np.where(valid, lv, top).min(1) < top) & fits
+            thr = float(self.cfg.shrink_gain)
+            rule = mask[:, SHRINK] & (gain < thr) & (quality > 0.5)
+        return jobs, feats, mask, rule
+
+    def _value_input(self, state: np.ndarray, forecast: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.concatenate([state, forecast[:, None]], 1).astype(np.float32))
+
+    def _reward(self, sim: EdgeClusterSim, env_reward: np.ndarray, gain: float) -> float:
+        """RLPTO's cluster reward of the slot just run (see the module docs)."""
+        used = sim.used[:, :2].sum(0) / np.maximum(sim.capacity[:, :2].sum(0), 1e-9)
+        in_system = -float(env_reward.sum()) if sim.cfg.reward_mode == "local" else 0.0
+        if sim.cfg.reward_mode == "team":
+            in_system = -float(env_reward.mean()) * sim.num_agents
+        return (
+            -in_system / sim.num_agents
+            - float(self.cfg.resource_weight) * float(used.mean())
+            + float(self.cfg.accuracy_weight) * gain
+        )
+
+    # ------------------------------------------------------------------ one decision round
+    def _control(self, sim, prev_q, forecast, greedy):
+        """Rule shrinks, then the policy's shrink/keep/grow; applied to the simulator."""
+        jobs, feats, mask, rule = self._jobs(sim, prev_q, forecast)
+        out = {"feats": feats, "mask": mask, "actions": np.full(len(jobs), KEEP), "logp": None}
+        if len(jobs) == 0:
+            out["logp"] = np.zeros(0, np.float32)
+            out["rule"] = 0
+            return out
+        if rule.any():
+            sim.resize(jobs[rule], np.full(int(rule.sum()), -1))
+        learn = ~rule
+        with torch.no_grad():
+            logits = masked_logits(
+                self.actor.policy(torch.from_numpy(feats)), torch.from_numpy(mask)
+            )
+            lp = torch.log_softmax(logits, -1)
+            if greedy:
+                a = lp.argmax(-1)
+            else:
+                a = torch.multinomial(lp.exp(), 1, generator=self.gen).squeeze(-1)
+        a_np = a.numpy()
+        if learn.any():
+            delta = a_np[learn] - 1  # SHRINK/KEEP/GROW -> -1/0/+1
+            sim.resize(jobs[learn], delta)
+        out.update(
+            feats=feats[learn],
+            mask=mask[learn],
+            actions=a_np[learn],
+            logp=lp.gather(-1, a[:, None]).squeeze(-1).numpy()[learn],
+            rule=int(rule.sum()),
+        )
+        return out
+
+    # ------------------------------------------------------------------ rollout
+    def collect(self, vec: VecSim, steps: int) -> dict[str, Any]:
+        """Run RLPTO for ``steps`` slots in every copy; returns the batch for :meth:`update`."""
+        if self.updates % int(self.cfg.forecast_refit) == 0:
+            self._refit()
+        e = vec.num_envs
+        feats, masks, acts, logps, groups = [], [], [], [], []
+        state_b = np.empty((steps, e, self.spec.state_dim), np.float32)
+        fc_b = np.empty((steps, e), np.float32)
+        val_b = np.empty((steps, e), np.float32)
+        rew_b = np.empty((steps, e), np.float32)
+        done_b = np.empty((steps, e), np.float32)
+        episodes: list[dict[str, Any]] = []
+        rule_shrinks = 0
+        gamma = float(self.cfg.gamma)
+        for t in range(steps):
+            fc = np.array([self._forecast(s) for s in vec.sims], np.float32)
+            prev_q = [s.quality.copy() for s in vec.sims]
+            for i, sim in enumerate(vec.sims):
+                self._track_episode(i, sim)
+                out = self._control(sim, prev_q[i], float(fc[i]), greedy=False)
+                rule_shrinks += out["rule"]
+                feats.append(out["feats"])
+                masks.append(out["mask"])
+                acts.append(out["actions"])
+                logps.append(out["logp"])
+                groups.append(np.full(len(out["actions"]), t * e + i))
+            state = vec.state
+            state_b[t], fc_b[t] = state, fc
+            val_b[t] = self._value(state, fc)
+            placements = np.stack([self.placer.act(s.obs, s.mask, None) for s in vec.sims])
+            before = [(s.running.copy(), float(s.quality[s.running].sum())) for s in vec.sims]
+            res = vec.step(placements)
+            for i, sim in enumerate(vec.sims):
+                gain = 0.0
+                if not (res["terminated"][i] or res["truncated"][i]):
+                    # quality gained this slot by the jobs that ran (completions included)
+                    was, q0 = before[i]
+                    gain = max(float(sim.quality[was].sum()) - q0, 0.0)
+                r = self._reward(sim, res["rewards"][i], gain)
+                if i in res["final_state"]:
+                    r += gamma * float(self._value(res["final_state"][i][None], fc[i : i + 1])[0])
+                rew_b[t, i] = r
+            done_b[t] = res["terminated"] | res["truncated"]
+            episodes += res["episodes"]
+        last_fc = np.array([self._forecast(s) for s in vec.sims], np.float32)
+        adv, ret = gae(
+            rew_b, val_b, self._value(vec.state, last_fc), done_b, gamma, float(self.cfg.gae_lambda)
+        )
+        n_dec = sum(len(a) for a in acts)
+        acts_all = np.concatenate(acts) if n_dec else np.zeros(0, np.int64)
+        per_step = 1.0 / (steps * e)
+        return {
+            "log": {
+                "rule_shrinks_per_step": rule_shrinks * per_step,
+                "policy_shrinks_per_step": float((acts_all == SHRINK).sum()) * per_step,
+                "policy_grows_per_step": float((acts_all == GROW).sum()) * per_step,
+                "rlpto_reward_per_step": float(rew_b.mean()),
+                "forecast_history": float(len(self.actor.forecast_history)),
+            },
+            "feats": np.concatenate(feats) if n_dec else np.zeros((0, self.job_dim), np.float32),
+            "mask": np.concatenate(masks) if n_dec else np.zeros((0, 3), bool),
+            "actions": acts_all,
+            "logp": np.concatenate(logps).astype(np.float32) if n_dec else np.zeros(0, np.float32),
+            "group": np.concatenate(groups) if n_dec else np.zeros(0, np.int64),
+            "state": state_b.reshape(steps * e, -1),
+            "forecast": fc_b.reshape(-1),
+            "adv": adv.reshape(-1).astype(np.float32),
+            "ret": ret.reshape(-1).astype(np.float32),
+            "rewards": rew_b,
+            "episodes": episodes,
+            "collisions": 0.0,
+        }
+
+    def _track_episode(self, key: int, sim: EdgeClusterSim) -> None:
+        """When a copy has started a new episode, its previous one's arrivals are history."""
+        cur = id(sim.j_arrival)
+        prev = self._episode_ids.get(key)
+        if prev is not None and prev != cur and key in self._last_arrivals:
+            hist = np.concatenate([self.actor.forecast_history.numpy(), self._last_arrivals[key]])
+            self.actor.forecast_history = torch.from_numpy(hist[-4000:])
+        self._episode_ids[key] = cur
+        self._last_arrivals[key] = self._arrivals(sim)
+
+    @torch.no_grad()
+    def _value(self, state: np.ndarray, forecast: np.ndarray) -> np.ndarray:
+        v = self.actor.critic(self._value_input(state, forecast)).squeeze(-1).numpy()
+        return v * self.value_rms.std + self.value_rms.mean
+
+    # ------------------------------------------------------------------ update
+    def update(self, batch: dict[str, Any], progress: float) -> dict[str, float]:
+        """One PPO update (minibatches of slots with all their decisions).
+
+        The controller learns from its slot's shared advantage, the critic from the slots'
+        returns.
+        """
+        from ..mappo import TrainingDivergedError
+
+        cfg = self.cfg
+        n_groups = len(batch["adv"])
+        ret = batch["ret"]
+        if cfg.value_norm:
+            self.value_rms.update(ret)
+            ret = (ret - self.value_rms.mean) / self.value_rms.std
+        ret_t = torch.from_numpy(ret.astype(np.float32))
+        vin = self._value_input(batch["state"], batch["forecast"])
+        adv_all = torch.from_numpy(batch["adv"])
+        feats = torch.from_numpy(batch["feats"])
+        mask = torch.from_numpy(batch["mask"])
+        acts = torch.from_numpy(batch["actions"])
+        old = torch.from_numpy(batch["logp"])
+        group = batch["group"]
+        ent_coef = float(cfg.ent_coef_start) + progress * (
+            float(cfg.ent_coef_end) - float(cfg.ent_coef_start)
+        )
+        mb = max(n_groups // int(cfg.minibatches), 1)
+        clip = float(cfg.clip)
+        keys = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "grad_norm")
+        stats = dict.fromkeys(keys, 0.0)
+        count = 0
+        params = list(self.actor.parameters())
+        for _ in range(int(cfg.epochs)):
+            perm = torch.randperm(n_groups, generator=self.gen).numpy()
+            for start in range(0, n_groups, mb):
+                gidx = perm[start : start + mb]
+                v = self.actor.critic(vin[gidx]).squeeze(-1)
+                vloss = 0.5 * ((v - ret_t[gidx]) ** 2).mean()
+                rows = torch.from_numpy(np.flatnonzero(np.isin(group, gidx)))
+                if len(rows):
+                    a = adv_all[torch.from_numpy(group)[rows]]
+                    a = (a - a.mean()) / (a.std() + 1e-8) if len(rows) > 1 else a * 0
+                    lp_all = torch.log_softmax(
+                        masked_logits(self.actor.policy(feats[rows]), mask[rows]), -1
+                    )
+                    lp = lp_all.gather(-1, acts[rows][:, None]).squeeze(-1)
+                    ratio = (lp - old[rows]).exp()
+                    pg = -torch.min(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).mean()
+                    entropy = -(lp_all.exp() * lp_all.clamp_min(-1e4)).sum(-1).mean()
+                else:
+                    ratio = torch.ones(1)
+                    pg = entropy = torch.zeros(())
+                loss = pg + float(cfg.vf_coef) * vloss - ent_coef * entropy
+                if not torch.isfinite(loss):
+                    raise TrainingDivergedError(
+                        f"loss is not finite at update {self.updates}; training stopped. "
+                        "Lower algo.lr; the last good checkpoint is kept."
+                    )
+                self.opt.zero_grad()
+                loss.backward()
+                gn = nn.utils.clip_grad_norm_(params, float(cfg.max_grad_norm))
+                self.opt.step()
+                with torch.no_grad():
+                    stats["policy_loss"] += float(pg)
+                    stats["value_loss"] += float(vloss)
+                    stats["entropy"] += float(entropy)
+                    stats["approx_kl"] += float(((ratio - 1) - ratio.log()).mean())
+                    stats["clip_frac"] += float(((ratio - 1).abs() > clip).float().mean())
+                    stats["grad_norm"] += float(gn)
+                count += 1
+        self.updates += 1
+        out = {k: v / max(count, 1) for k, v in stats.items()}
+        out["ent_coef"] = ent_coef
+        return out
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(
+        self, env_name: str, env_overrides: dict[str, Any], eval_seeds: list[int], episodes: int
+    ) -> dict[str, Any]:
+        """Held-out evaluation with the greedy controller (same workloads as every scheduler).
+
+        Returns:
+            ``per_episode`` rows and ``summary`` means: the DESIGN §6 metrics plus
+            ``rlpto_reward`` (the episode's sum of RLPTO's cluster reward), resize counts,
+            and the mean GPUs held per running job for jobs below / above the median size
+            (the paper's data-scale statement).
+        """
+        from edgesched.envs.scenarios import get_scenario
+        from edgesched.experiment.evaluation import SCALAR_METRICS
+        from edgesched.experiment.seeds import eval_workload_seed
+
+        self._refit()
+        scenario = get_scenario(env_name)
+        sim = EdgeClusterSim(scenario.config(**env_overrides), scenario_id=scenario.id)
+        rows = []
+        for s in eval_seeds:
+            for k in range(episodes):
+                sim.reset(eval_workload_seed(int(s), k))
+                total, rule = 0.0, 0
+                gpu_small = gpu_large = 0.0
+                n_small = n_large = 0
+                big = sim.j_x90 > np.median(sim.j_x90) if sim.num_jobs else np.zeros(0, bool)
+                t0 = time.perf_counter()
+                while not (sim.terminated or sim.truncated):
+                    fc = self._forecast(sim)
+                    out = self._control(sim, sim.quality.copy(), fc, greedy=True)
+                    rule += out["rule"]
+                    run = sim.running
+                    if len(run):
+                        gpus = sim.w_alloc[run, :, 1].sum(1)
+                        large = big[run]
+                        gpu_small += float(gpus[~large].sum())
+                        gpu_large += float(gpus[large].sum())
+                        n_small += int((~large).sum())
+                        n_large += int(large.sum())
+                    before = (run.copy(), float(sim.quality[run].sum()))
+                    r, _ = sim.step(self.placer.act(sim.obs, sim.mask, None))
+                    gain = max(float(sim.quality[before[0]].sum()) - before[1], 0.0)
+                    total += self._reward(sim, r, gain)
+                m = sim.episode_metrics()
+                row = {key: m[key] for key in SCALAR_METRICS}
+                row.update(
+                    eval_seed=int(s),
+                    episode=k,
+                    jct_by_priority=m["jct_by_priority"],
+                    slots=m["slots"],
+                    truncated=bool(sim.truncated),
+                    rlpto_reward=total,
+                    resized_down=m["resized_down"],
+                    resized_up=m["resized_up"],
+                    rule_shrinks=rule,
+                    gpus_per_job_small=gpu_small / max(n_small, 1),
+                    gpus_per_job_large=gpu_large / max(n_large, 1),
+                    wall_s=time.perf_counter() - t0,
+                )
+                rows.append(row)
+        keys = (*SCALAR_METRICS, *RLPTO_METRICS)
+        summary = {key: float(np.nanmean([r[key] for r in rows])) for key in keys}
+        return {"per_episode": rows, "summary": summary}
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue training bit-for-bit."""
+        return {
+            "actor": self.actor.state_dict(),
+            "opt": self.opt.state_dict(),
+            "value_rms": (self.value_rms.mean, self.value_rms.var, self.value_rms.count),
+            "gen": self.gen.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "updates": self.updates,
+            "episode_ids": dict(self._episode_ids),
+            "last_arrivals": {k: v.copy() for k, v in self._last_arrivals.items()},
+        }
+
+    def load_state_dict(self, sd: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (the forecaster is refitted from the saved history)."""
+        self.actor.load_state_dict(sd["actor"])
+        self.opt.load_state_dict(sd["opt"])
+        self.value_rms = RunningMeanStd(*sd["value_rms"])
+        self.gen.set_state(sd["gen"])
+        torch.set_rng_state(sd["torch_rng"])
+        self.updates = int(sd["updates"])
+        self._episode_ids = dict(sd["episode_ids"])
+        self._last_arrivals = dict(sd["last_arrivals"])
+        self._fitted_len = -1
+        self._refit()
+
+
+RLPTO_METRICS = (
+    "rlpto_reward",
+    "resized_down",
+    "resized_up",
+    "rule_shrinks",
+    "gpus_per_job_small",
+    "gpus_per_job_large",
+)
+"""Extra per-episode metrics of rlpto's evaluation."""
