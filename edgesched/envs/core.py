@@ -62,6 +62,7 @@ class Counters:
     placements: int = 0
     resized_up: int = 0
     resized_down: int = 0
+    occupied_share_sum: float = 0.0
     util_sum: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
@@ -801,6 +802,14 @@ class EdgeClusterSim:
                 self.sync_time[j] = t
         self._drop_from_queues()
 
+    def occupied_share(self) -> float:
+        """Allocated share of the cluster's CPUs and GPUs (mean of the two; overload capped).
+
+        RLPTO's "resources occupied": ``sum_n min(used, capacity) / sum_n capacity``.
+        """
+        held = np.minimum(self.used[:, :2], self.capacity[:, :2]).sum(0)
+        return float((held / np.maximum(self.capacity[:, :2].sum(0), 1e-12)).mean())
+
     # ------------------------------------------------------------------ resizing
     def resize(self, jobs: np.ndarray, delta: np.ndarray) -> np.ndarray:
         """Move every worker of running jobs one allocation level down or up, in place.
@@ -899,6 +908,7 @@ class EdgeClusterSim:
         self.counters.overload_node_slots += n_over
         util = np.minimum(self.used[:, :2] * self._inv_cap[:, :2], 1.0)
         self.counters.util_sum += 0.5 * (util[:, 0] + util[:, 1])
+        self.counters.occupied_share_sum += self.occupied_share()
         if len(running):
             gain = self._progress(running, cont if n_over else None)
             if cfg.accuracy_gain_weight:
@@ -1128,6 +1138,8 @@ class EdgeClusterSim:
             "placements": self.counters.placements,
             "resized_up": self.counters.resized_up,
             "resized_down": self.counters.resized_down,
+            "occupied_share_mean": self.counters.occupied_share_sum / max(self.t, 1),
+            "quality_total": float(self.quality[arrived].sum()),
             "jct_by_priority": prio_jct,
             "final_quality": self.quality[done].copy(),
             "final_quality_mean": float(self.quality[done].mean()) if done.any() else float("nan"),

@@ -37,6 +37,30 @@ SCALAR_METRICS = (
 )
 
 
+EXTRA_METRICS = ("occupied_share_mean", "quality_total")
+"""Per-episode metrics recorded since RLPTO (resources held, quality gained); optional in
+records so older records stay valid."""
+
+
+def cluster_reward(m: dict[str, Any], resource_weight: float = 1.0, accuracy_weight: float = 1.0):
+    """RLPTO's cluster reward of an episode from its metrics, for any scheduler.
+
+    ``sum over slots of -(jobs in system)/N - resource_weight * occupied share +
+    accuracy_weight * quality gained`` = ``episode_return_mean - resource_weight *
+    occupied_share_mean * slots + accuracy_weight * quality_total`` (default reward, local
+    mode: an agent's mean return is minus the jobs in system per agent, summed over slots).
+    NaN when the metrics are missing (records from before they existed).
+    """
+    try:
+        return float(
+            m["episode_return_mean"]
+            - resource_weight * m["occupied_share_mean"] * m["slots"]
+            + accuracy_weight * m["quality_total"]
+        )
+    except (KeyError, TypeError):
+        return float("nan")
+
+
 SHIELD_METRICS = (
     "shield_interventions",
     "shield_residual_collisions",
@@ -77,7 +101,7 @@ def run_episode(
             stats.add(res)
             sim.step(res.actions)
     m = sim.episode_metrics()
-    out = {k: m[k] for k in SCALAR_METRICS}
+    out = {k: m[k] for k in SCALAR_METRICS + EXTRA_METRICS}
     if stats is not None:
         out["collisions_proposed"] = int(stats.totals["proposed_collisions"])
         out.update(stats.summary())
@@ -118,7 +142,7 @@ def evaluate_scheduler(
         for k in range(episodes):
             row = run_episode(policy, sim, eval_workload_seed(int(s), k), shield=sh)
             rows.append({"eval_seed": int(s), "episode": k, **row})
-    keys = SCALAR_METRICS + (SHIELD_METRICS if sh is not None else ())
+    keys = SCALAR_METRICS + EXTRA_METRICS + (SHIELD_METRICS if sh is not None else ())
     summary = {k: float(np.nanmean([r[k] for r in rows], dtype=np.float64)) for k in keys}
     return {"per_episode": rows, "summary": summary}
 

@@ -227,13 +227,12 @@ class RLPTOTrainer:
 
     def _reward(self, sim: EdgeClusterSim, env_reward: np.ndarray, gain: float) -> float:
         """RLPTO's cluster reward of the slot just run (see the module docs)."""
-        used = sim.used[:, :2].sum(0) / np.maximum(sim.capacity[:, :2].sum(0), 1e-9)
         in_system = -float(env_reward.sum()) if sim.cfg.reward_mode == "local" else 0.0
         if sim.cfg.reward_mode == "team":
             in_system = -float(env_reward.mean()) * sim.num_agents
         return (
             -in_system / sim.num_agents
-            - float(self.cfg.resource_weight) * float(used.mean())
+            - float(self.cfg.resource_weight) * sim.occupied_share()
             + float(self.cfg.accuracy_weight) * gain
         )
 
@@ -448,7 +447,7 @@ class RLPTOTrainer:
             (the paper's data-scale statement).
         """
         from edgesched.envs.scenarios import get_scenario
-        from edgesched.experiment.evaluation import SCALAR_METRICS
+        from edgesched.experiment.evaluation import EXTRA_METRICS, SCALAR_METRICS, cluster_reward
         from edgesched.experiment.seeds import eval_workload_seed
 
         self._refit()
@@ -480,14 +479,19 @@ class RLPTOTrainer:
                     gain = max(float(sim.quality[before[0]].sum()) - before[1], 0.0)
                     total += self._reward(sim, r, gain)
                 m = sim.episode_metrics()
-                row = {key: m[key] for key in SCALAR_METRICS}
+                row = {key: m[key] for key in SCALAR_METRICS + EXTRA_METRICS}
                 row.update(
                     eval_seed=int(s),
                     episode=k,
                     jct_by_priority=m["jct_by_priority"],
                     slots=m["slots"],
                     truncated=bool(sim.truncated),
-                    rlpto_reward=total,
+                    # the same definition as for every other scheduler (from the metrics);
+                    # `total` is the per-slot sum the learner saw, for comparison
+                    rlpto_reward=cluster_reward(
+                        m, float(self.cfg.resource_weight), float(self.cfg.accuracy_weight)
+                    ),
+                    rlpto_reward_learner=total,
                     resized_down=m["resized_down"],
                     resized_up=m["resized_up"],
                     rule_shrinks=rule,
@@ -496,7 +500,7 @@ class RLPTOTrainer:
                     wall_s=time.perf_counter() - t0,
                 )
                 rows.append(row)
-        keys = (*SCALAR_METRICS, *RLPTO_METRICS)
+        keys = (*SCALAR_METRICS, *EXTRA_METRICS, *RLPTO_METRICS)
         summary = {key: float(np.nanmean([r[key] for r in rows])) for key in keys}
         return {"per_episode": rows, "summary": summary}
 
@@ -530,6 +534,7 @@ class RLPTOTrainer:
 
 RLPTO_METRICS = (
     "rlpto_reward",
+    "rlpto_reward_learner",
     "resized_down",
     "resized_up",
     "rule_shrinks",
