@@ -326,3 +326,43 @@ def test_srole_study_computes_the_targets_from_the_rows():
     assert vs[1].endswith("missed.")
     worse = render_srole({"edge50": [_row("srole", "central", True, 60.0, 58, 62, 0.0), rows[2]]})
     assert "60.00 vs 50.00, 20.0% higher (target >= 30% lower: missed)" in worse
+
+
+def test_rlpto_study_computes_its_targets_from_the_rows():
+    from edgesched.leaderboard.studies import render_rlpto
+
+    def row(algo, learned, jct, reward, p0, extra=None):
+        r = _row(algo, "none", learned, jct, jct - 1, jct + 1, 0.0)
+        r.metrics.update(
+            cluster_reward=reward,
+            final_quality_mean=0.9,
+            occupied_share_mean=0.4,
+            jct_prio_0=p0,
+            jct_prio_1=p0 + 5,
+            jct_prio_2=p0 + 10,
+            **(extra or {}),
+        )
+        return r
+
+    assert render_rlpto({"edge50": [row("mappo", True, 40, -10, 20)]}) is None
+    rl = row(
+        "rlpto",
+        True,
+        45,
+        -5.0,
+        12,
+        {"gpus_per_job_small": 1.5, "gpus_per_job_large": 2.5, "rule_shrinks": 7.0},
+    )
+    rows = [
+        rl,
+        row("mappo", True, 40, -8.0, 20),
+        row("fifo", False, 50, -9.0, 11),
+        row("optimus", False, 38, -7.0, 15),
+    ]
+    md = render_rlpto({"edge50-highload": rows})
+    assert "## edge50-highload" in md and "## edge50\n" not in md
+    assert "rlpto -5.0, best other optimus -7.0 (rlpto highest: met; 3 entries" in md
+    assert "rlpto 12.00; lower than 1 of 2 heuristics (not: fifo)." in md
+    assert "1.50 GPUs per running job for jobs below the median size and 2.50 above" in md
+    rl.metrics["cluster_reward"] = -7.5
+    assert "rlpto not highest: missed" in render_rlpto({"edge50": rows})

@@ -74,6 +74,37 @@ def _episode_mean(rows: list[dict[str, Any]], key: str) -> float:
     return float(np.mean(vals)) if vals else float("nan")
 
 
+def _episode_mean_all(rows: list[dict[str, Any]], key: str) -> float:
+    """Mean over episodes, or NaN unless every episode recorded ``key`` (no partial means)."""
+    vals = [r.get(key) for r in rows]
+    if not vals or any(v is None for v in vals):
+        return float("nan")
+    return float(np.mean(vals))
+
+
+def _study_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Per-entry means the study pages need (RLPTO's reward, resources, per-class JCT)."""
+    from edgesched.experiment.evaluation import cluster_reward
+
+    out = {
+        k: _episode_mean_all(rows, k)
+        for k in (
+            "final_quality_mean",
+            "occupied_share_mean",
+            "rule_shrinks",
+            "gpus_per_job_small",
+            "gpus_per_job_large",
+        )
+    }
+    rewards = [cluster_reward(r) for r in rows]
+    out["cluster_reward"] = float(np.mean(rewards)) if rows else float("nan")
+    classes = max((len(r.get("jct_by_priority") or []) for r in rows), default=0)
+    for p in range(classes):
+        vals = [r["jct_by_priority"][p] for r in rows if r["jct_by_priority"][p] is not None]
+        out[f"jct_prio_{p}"] = float(np.mean(vals)) if vals else float("nan")
+    return out
+
+
 def _reference_by_seed(ref: Record | None) -> dict[int, dict[int, float]]:
     out: dict[int, dict[int, float]] = {}
     if ref is not None:
@@ -112,6 +143,7 @@ def compute_rows(recs: list[Record], reference: str = REFERENCE) -> list[Row]:
                 "shield_interventions",
             )
         }
+        metrics.update(_study_metrics(all_rows))
         mean = stats.stratified_bootstrap(strata, "mean")
         iqm = stats.stratified_bootstrap(strata, "iqm")
         # the reference must cover the same (seed, episode) workloads
@@ -415,12 +447,13 @@ def build(
         if plots:
             atomic_write_bytes(out / f"{name}.png", render_png(scenario_id, rows))
             written.append(out / f"{name}.png")
-    from .studies import render_srole
+    from .studies import render_rlpto, render_srole
 
-    study = render_srole(tables)
-    if study is not None:
-        atomic_write_text(out / "srole.md", study)
-        written.append(out / "srole.md")
+    for page, render in (("srole.md", render_srole), ("rlpto.md", render_rlpto)):
+        study = render(tables)
+        if study is not None:
+            atomic_write_text(out / page, study)
+            written.append(out / page)
     return written
 
 
