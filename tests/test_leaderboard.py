@@ -366,3 +366,27 @@ def test_rlpto_study_computes_its_targets_from_the_rows():
     assert "1.50 GPUs per running job for jobs below the median size and 2.50 above" in md
     rl.metrics["cluster_reward"] = -7.5
     assert "rlpto not highest: missed" in render_rlpto({"edge50": rows})
+
+
+def test_refresh_reevaluates_in_place_and_adds_new_metrics(tmp_path):
+    rows = [r for r in _fixture_rows() if r["train_seed"] is None]
+    old = copy.deepcopy(rows)
+    for r in rows:  # a record written before the metrics existed
+        for ep in r["per_episode"]:
+            ep.pop("occupied_share_mean", None)
+            ep.pop("quality_total", None)
+        r["summary"].pop("occupied_share_mean", None)
+        r["summary"].pop("quality_total", None)
+    path = _write(tmp_path / "old.jsonl", rows)
+    assert main(["refresh", str(path), "--algos", "random"]) == 0
+    fresh = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["algo"] for r in fresh] == [r["algo"] for r in rows]  # order and count kept
+    by = {r["algo"]: r for r in fresh}
+    assert "occupied_share_mean" in by["random"]["summary"]
+    assert all("quality_total" in ep for ep in by["random"]["per_episode"])
+    assert "occupied_share_mean" not in by["local_only"]["summary"]  # not chosen
+    # the numbers themselves reproduce
+    assert by["random"]["summary"]["jct_mean"] == next(
+        r for r in old if r["algo"] == "random"
+    )["summary"]["jct_mean"]
+    assert validate_records(load_records([path])).passed

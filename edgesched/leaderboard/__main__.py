@@ -1,4 +1,4 @@
-r"""Command line: ``python -m edgesched.leaderboard {build,validate,collect,baselines}``.
+r"""Command line: ``python -m edgesched.leaderboard {build,validate,collect,baselines,refresh}``.
 
 Run from the repository root (the default paths and the records' ``policy`` paths are
 relative to it)::
@@ -9,6 +9,8 @@ relative to it)::
         tapfinger-hetero6 --seeds 10000..10009 --out leaderboards/results/baselines.jsonl
     python -m edgesched.leaderboard build          # leaderboards/<scenario>.md/.csv/.png
     python -m edgesched.leaderboard validate       # re-run entries; exit 1 on a mismatch
+    python -m edgesched.leaderboard refresh leaderboards/results/edge50_learned.jsonl \
+        --algos mappo                              # re-evaluate in place (new metrics)
 
 Exit status: 0 success, 1 validation mismatch, 2 bad records or arguments.
 """
@@ -118,6 +120,15 @@ def cmd_baselines(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_refresh(args: argparse.Namespace) -> int:
+    """Re-evaluate records in place with the current code (new metrics)."""
+    from .validate import refresh_file
+
+    lines = refresh_file(args.file, args.root, scenarios=args.scenarios, algos=args.algos, log=_log)
+    _log(f"refreshed {len(lines)} records in {args.file}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser."""
     p = argparse.ArgumentParser(prog="python -m edgesched.leaderboard", description=__doc__)
@@ -167,6 +178,12 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--override", nargs="*", default=[], help="scenario parameter key=value")
     e.add_argument("--out", required=True, help="results file (.jsonl) to write")
     e.set_defaults(func=cmd_baselines)
+    r = sub.add_parser("refresh", help="re-evaluate records of a results file in place")
+    r.add_argument("file", help="results file (.jsonl) to refresh")
+    r.add_argument("--scenarios", nargs="*", help="only these scenario names")
+    r.add_argument("--algos", nargs="*", help="only these algorithms")
+    r.add_argument("--root", default=".", help="directory the records' policy paths are under")
+    r.set_defaults(func=cmd_refresh)
     return p
 
 

@@ -213,3 +213,49 @@ def validate_records(
 
 
 __all__ = ["LEARNED_RTOL", "ValidationReport", "diff", "validate_records"]
+
+
+def refresh_file(
+    path: str | Path,
+    root: str | Path = ".",
+    *,
+    scenarios: list[str] | None = None,
+    algos: list[str] | None = None,
+    log: Any = None,
+) -> list[str]:
+    """Re-evaluate records of one results file with the current code, in place.
+
+    For after the evaluation gained metrics: each chosen record's ``per_episode``,
+    ``summary`` and ``git_commit`` are replaced by a fresh run on the record's own seeds
+    (learned entries from their ``policy`` file, heuristics re-run); everything else is
+    kept. Mean JCTs that moved are reported (the simulator is deterministic, so they should
+    not; a scenario version change needs retraining, not a refresh). The file is rewritten
+    atomically.
+
+    Returns:
+        One line per refreshed record with its old and new mean JCT.
+    """
+    from edgesched.experiment.io import git_commit, write_jsonl
+
+    from .records import load_records
+
+    records = load_records([path], [])
+    lines, out = [], []
+    commit = git_commit()
+    for rec in records:
+        d = dict(rec.data)
+        chosen = (not scenarios or rec.scenario_name in scenarios) and (
+            not algos or d["algo"] in algos
+        )
+        if chosen:
+            fresh = rerun_learned(rec, Path(root)) if rec.learned else rerun_heuristic(rec)
+            old = float(d["summary"]["jct_mean"])
+            d["per_episode"], d["summary"] = fresh["per_episode"], fresh["summary"]
+            d["git_commit"] = commit
+            line = f"{rec.label}: jct_mean {old:.4f} -> {float(d['summary']['jct_mean']):.4f}"
+            lines.append(line)
+            if log:
+                log(line)
+        out.append(d)
+    write_jsonl(path, out)
+    return lines
