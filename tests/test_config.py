@@ -152,6 +152,14 @@ BAD_CONFIGS = {
     "unknown_shield": (["shield=centrall"], "shield/centrall"),
     "bad_boundary_mode": (["shield=regional", "shield.boundary=maybe"], "shield.boundary"),
     "zero_rounds": (["shield=regional", "shield.rounds=0"], "shield.rounds"),
+    "tapfinger_with_shield": (["algo=tapfinger", "shield=central"], "shield.name"),
+    "rlpto_with_shield": (["algo=rlpto", "shield=central"], "shield.name"),
+    "gnn_heads_not_dividing": (["algo=tapfinger", "algo.gnn_heads=3"], "algo.gnn_hidden"),
+    "bad_variant": (["algo.variant=No Attn"], "algo.variant"),
+    "trace_conflict": (
+        ["env=edge50-trace", "env.trace.path=a.csv", "+env.overrides.trace_path=b.csv"],
+        "trace",
+    ),
 }
 
 

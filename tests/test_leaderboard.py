@@ -386,7 +386,8 @@ def test_refresh_reevaluates_in_place_and_adds_new_metrics(tmp_path):
     assert all("quality_total" in ep for ep in by["random"]["per_episode"])
     assert "occupied_share_mean" not in by["local_only"]["summary"]  # not chosen
     # the numbers themselves reproduce
-    assert by["random"]["summary"]["jct_mean"] == next(
-        r for r in old if r["algo"] == "random"
-    )["summary"]["jct_mean"]
+    assert (
+        by["random"]["summary"]["jct_mean"]
+        == next(r for r in old if r["algo"] == "random")["summary"]["jct_mean"]
+    )
     assert validate_records(load_records([path])).passed

@@ -291,3 +291,17 @@ def test_dqn_central_policy_file_reproduces_its_evaluation(tmp_path):
     again = head.evaluate(env, overrides, [10_000], 1)["summary"]
     assert again["jct_mean"] == summary["jct_mean"]
     assert again["head_decisions_per_slot"] == summary["head_decisions_per_slot"] > 0
+
+
+def test_variant_names_the_entry_in_the_record(tmp_path):
+    """Ablations get their own leaderboard rows: record algo = '<name>-<variant>'."""
+    cfg = make_cfg(tmp_path / "v", algo="tapfinger", env="edge10", total_env_steps=32)
+    cfg.algo.graph_attention = False
+    cfg.algo.variant = "noattn"
+    run(cfg)
+    record = json.loads((tmp_path / "v" / "eval.json").read_text())
+    assert record["algo"] == "tapfinger-noattn"
+    from edgesched.experiment.evaluation import load_policy
+
+    trainer, _, _ = load_policy(str(tmp_path / "v" / "policy.pt"))
+    assert len(trainer.trainer.actor.backbone.convs) == 0  # the ablation's network reloads

@@ -35,7 +35,13 @@ from edgesched.policy import EnvSpec
 
 from .evaluation import LearnedScheduler, evaluate_scheduler, make_record
 from .io import atomic_write_bytes, atomic_write_json, atomic_write_text, git_commit, write_jsonl
-from .schema import ExperimentConfigError, scenario_overrides, shield_kwargs, validate
+from .schema import (
+    ExperimentConfigError,
+    algo_label,
+    scenario_overrides,
+    shield_kwargs,
+    validate,
+)
 
 CHECKPOINT = Path("checkpoints") / "last.pt"
 # keys that may differ between a run and its resumption
@@ -334,7 +340,7 @@ def _evaluate_and_record(
     return make_record(
         env_name=cfg.env.name,
         env_overrides=overrides,
-        algo=cfg.algo.name,
+        algo=algo_label(cfg.algo),
         shield=cfg.shield.name,
         train_seed=int(cfg.seed),
         eval_seeds=seeds,

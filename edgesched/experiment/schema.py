@@ -7,6 +7,7 @@ misspelled key fails at composition, naming the key. Value ranges are checked by
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,8 @@ class AlgoConfig:
             quality rose less than this in the last slot.
         forecast_window: RLPTO forecaster's window in slots.
         forecast_refit: RLPTO refits its forecaster every this many updates.
+        variant: label of a configuration variant (an ablation, a tuned setting): records
+            name the entry ``<name>-<variant>`` so it gets its own leaderboard row.
     """
 
     name: str = MISSING
@@ -88,6 +91,7 @@ class AlgoConfig:
     shrink_gain: float = 0.002
     forecast_window: int = 10
     forecast_refit: int = 50
+    variant: str = ""
 
 
 @dataclass
@@ -175,6 +179,12 @@ class ShieldConfig:
     name: str = "none"
     rounds: int = 2
     boundary: str = "optimistic"
+
+
+def algo_label(algo_cfg: Any) -> str:
+    """The entry name of a run in records and leaderboards: ``name`` or ``name-variant``."""
+    variant = str(algo_cfg.get("variant", "") or "")
+    return f"{algo_cfg.name}-{variant}" if variant else str(algo_cfg.name)
 
 
 def shield_kwargs(shield_cfg: Any) -> dict[str, Any]:
@@ -311,6 +321,12 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         c.shield.name,
         "dqn_central is one cluster head deciding one task at a time, which cannot collide; "
         "use shield=none",
+    )
+    _check(
+        re.fullmatch(r"[a-z0-9_]*", str(c.algo.variant)) is not None,
+        "algo.variant",
+        c.algo.variant,
+        "use lower-case letters, digits and '_' (it becomes part of the entry name)",
     )
     _check(
         not (c.algo.name == "rlpto" and c.shield.name != "none"),
