@@ -51,7 +51,7 @@ def test_controller_masks_follow_levels_and_free_capacity():
     sim.reset(3)
     for _ in range(15):
         sim.step(tr.placer.act(sim.obs, sim.mask, None))
-    jobs, _, mask, rule = tr._jobs(sim, sim.quality.copy(), 1.0)
+    jobs, _, mask, rule = tr._jobs(sim, tr._quality_before(sim), 1.0)
     assert len(jobs) > 0 and mask[:, KEEP].all()
     top = sim.num_levels - 1
     for j, m in zip(jobs, mask, strict=True):
@@ -73,7 +73,7 @@ def test_controller_masks_follow_levels_and_free_capacity():
     sim.reset(0)
     for _ in range(30):
         sim.step(tf.placer.act(sim.obs, sim.mask, None))
-    _, _, mask, _ = tf._jobs(sim, sim.quality.copy(), 1.0)
+    _, _, mask, _ = tf._jobs(sim, tf._quality_before(sim), 1.0)
     assert len(mask) and mask[:, KEEP].all() and not mask[:, [SHRINK, GROW]].any()
 
 
@@ -96,3 +96,23 @@ def test_forecast_history_is_learned_from_episodes_and_saved_with_the_policy():
     with torch.no_grad():
         f = torch.from_numpy(np.zeros((1, tr.job_dim), np.float32))
         np.testing.assert_allclose(tr.actor.policy(f).numpy(), tr2.actor.policy(f).numpy())
+
+
+def test_quality_gain_feature_is_the_gain_over_the_last_slot():
+    """The convergence rule and the controller see real per-slot gains (regression: the
+    gain was once measured against the current quality, i.e. always zero)."""
+    tr = _trainer("edge10")
+    sim = EdgeClusterSim(make_config("edge10", arrival_rate=0.3))
+    sim.reset(4)
+    prev = None
+    gains_seen = 0
+    for _ in range(25):
+        before = tr._quality_before(sim)
+        assert tr._quality_before(sim) is before  # one snapshot per slot
+        if prev is not None:
+            np.testing.assert_array_equal(before, prev)
+        prev = sim.quality.copy()
+        _, feats, _, _ = tr._jobs(sim, before, 1.0)
+        gains_seen += int((feats[:, tr.num_prio + 3] > 0).sum())
+        sim.step(tr.placer.act(sim.obs, sim.mask, None))
+    assert gains_seen > 0

@@ -53,7 +53,8 @@ class AlgoConfig:
         resource_weight: RLPTO reward weight of the occupied share of CPU and GPU.
         accuracy_weight: RLPTO reward weight of the quality gained per slot.
         shrink_gain: RLPTO's convergence rule: shrink a job (past half its quality) whose
-            quality rose less than this in the last slot.
+            quality gain in the last slot fell below this fraction of its own mean gain per
+            slot since it started (its curve has flattened).
         forecast_window: RLPTO forecaster's window in slots.
         forecast_refit: RLPTO refits its forecaster every this many updates.
         variant: label of a configuration variant (an ablation, a tuned setting): records
@@ -88,7 +89,7 @@ class AlgoConfig:
     pointer: bool = True
     resource_weight: float = 1.0
     accuracy_weight: float = 1.0
-    shrink_gain: float = 0.002
+    shrink_gain: float = 0.5
     forecast_window: int = 10
     forecast_refit: int = 50
     variant: str = ""

@@ -22,8 +22,9 @@ RLPTO splits scheduling in two, as the paper does:
   and GPU) + accuracy_weight * (sum of quality gained this slot)``. The first term summed
   over an episode is minus the total JCT / N (training time); the second charges occupied
   resources; the third credits model accuracy.
-* **Convergence-aware shrinking**: a job whose quality rose by less than ``shrink_gain`` in
-  the last slot, once past half its quality, is shrunk one level per slot by rule, before
+* **Convergence-aware shrinking**: a job whose quality gain in the last slot fell below
+  ``shrink_gain`` (0.5) times its own mean gain per slot since it started, once past half
+  its quality (its curve has flattened), is shrunk one level per slot by rule, before
   the policy acts (the paper: "when a model tends to converge, its resources are gradually
   reduced and given to other tasks"). Logged as ``rule_shrinks``.
 
@@ -105,6 +106,7 @@ class RLPTOTrainer:
         self._episode_ids: dict[int, int] = {}
         self._last_arrivals: dict[int, np.ndarray] = {}
         self._fc_memo: dict[int, tuple[tuple[int, int], np.ndarray]] = {}
+        self._q_snap: dict[int, tuple[int, int, np.ndarray, np.ndarray]] = {}
         self.updates = 0
 
     # ------------------------------------------------------------------ forecasting
@@ -169,6 +171,22 @@ class RLPTOTrainer:
         return np.nan_to_num(f, nan=scale) / scale
 
     # ------------------------------------------------------------------ features
+    def _quality_before(self, sim: EdgeClusterSim) -> np.ndarray:
+        """Every job's quality one slot ago (zeros at an episode's first slot).
+
+        Snapshots are taken at the first call in each slot, so ``quality - this`` is the
+        gain over the last slot, whatever the number of decision rounds per slot.
+        """
+        key = id(sim)
+        ep = id(sim.j_arrival)
+        snap = self._q_snap.get(key)
+        if snap is None or snap[0] != ep:
+            snap = (ep, sim.t, sim.quality.copy(), np.zeros_like(sim.quality))
+        elif snap[1] != sim.t:
+            snap = (ep, sim.t, sim.quality.copy(), snap[2])
+        self._q_snap[key] = snap
+        return snap[3]
+
     def _jobs(self, sim: EdgeClusterSim, prev_q: np.ndarray, forecast: float):
         """Running jobs, their features (J, D), action masks (J, 3) and rule shrinks (J,)."""
         jobs = sim.running
@@ -218,8 +236,8 @@ class RLPTOTrainer:
                 np.add.at(need, (np.arange(nj), nodes[:, k]), add[:, k])
             fits = (need <= (cap - sim.used)[None] + 1e-9).all(axis=(1, 2))
             mask[:, GROW] = (np.where(valid, lv, top).min(1) < top) & fits
-            thr = float(self.cfg.shrink_gain)
-            rule = mask[:, SHRINK] & (gain < thr) & (quality > 0.5)
+            pace = quality / np.maximum(sim.t - sim.start_slot[jobs], 1)
+            rule = mask[:, SHRINK] & (gain < float(self.cfg.shrink_gain) * pace) & (quality > 0.5)
         return jobs, feats, mask, rule
 
     def _value_input(self, state: np.ndarray, forecast: np.ndarray) -> torch.Tensor:
@@ -287,7 +305,7 @@ class RLPTOTrainer:
         gamma = float(self.cfg.gamma)
         for t in range(steps):
             fc = np.array([self._forecast(s) for s in vec.sims], np.float32)
-            prev_q = [s.quality.copy() for s in vec.sims]
+            prev_q = [self._quality_before(s) for s in vec.sims]
             for i, sim in enumerate(vec.sims):
                 self._track_episode(i, sim)
                 out = self._control(sim, prev_q[i], float(fc[i]), greedy=False)
@@ -464,7 +482,7 @@ class RLPTOTrainer:
                 t0 = time.perf_counter()
                 while not (sim.terminated or sim.truncated):
                     fc = self._forecast(sim)
-                    out = self._control(sim, sim.quality.copy(), fc, greedy=True)
+                    out = self._control(sim, self._quality_before(sim), fc, greedy=True)
                     rule += out["rule"]
                     run = sim.running
                     if len(run):
