@@ -178,3 +178,61 @@ MASKED_LOGIT = -1e9
 def masked_logits(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Set infeasible actions' logits to a huge negative number (probability exactly 0)."""
     return logits.masked_fill(~mask, MASKED_LOGIT)
+
+
+class TrainingDivergedError(RuntimeError):
+    """A loss became NaN or infinite; training stops and keeps the last good checkpoint."""
+
+
+PPO_STAT_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "grad_norm")
+
+
+def clipped_surrogate(
+    logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, clip: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's clipped policy loss with per-minibatch advantage normalization.
+
+    Returns:
+        ``(policy_loss, ratio)``; a single-sample minibatch has no spread to normalize by
+        and contributes no policy gradient.
+    """
+    ratio = (logp - old_logp).exp()
+    a = (adv - adv.mean()) / (adv.std() + 1e-8) if adv.numel() > 1 else adv * 0
+    return -torch.min(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).mean(), ratio
+
+
+def ppo_step(
+    opt: torch.optim.Optimizer,
+    params: list[torch.Tensor],
+    cfg: Any,
+    ent_coef: float,
+    pg: torch.Tensor,
+    vloss: torch.Tensor,
+    entropy: torch.Tensor,
+    ratio: torch.Tensor,
+    stats: dict[str, float],
+    update: int,
+) -> None:
+    """One optimizer step on ``pg + vf_coef vloss - ent_coef entropy``; accumulate ``stats``.
+
+    Raises:
+        TrainingDivergedError: the loss is NaN or infinite (nothing is stepped).
+    """
+    loss = pg + float(cfg.vf_coef) * vloss - ent_coef * entropy
+    if not torch.isfinite(loss):
+        raise TrainingDivergedError(
+            f"loss is not finite at update {update} (policy loss {float(pg)}, value loss "
+            f"{float(vloss)}); training stopped. Lower algo.lr or check the reward scale; "
+            "the last good checkpoint is kept."
+        )
+    opt.zero_grad()
+    loss.backward()
+    gn = nn.utils.clip_grad_norm_(params, float(cfg.max_grad_norm))
+    opt.step()
+    with torch.no_grad():
+        stats["policy_loss"] += float(pg)
+        stats["value_loss"] += float(vloss)
+        stats["entropy"] += float(entropy)
+        stats["approx_kl"] += float(((ratio - 1) - ratio.log()).mean())
+        stats["clip_frac"] += float(((ratio - 1).abs() > float(cfg.clip)).float().mean())
+        stats["grad_norm"] += float(gn)

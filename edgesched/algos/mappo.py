@@ -32,7 +32,19 @@ from torch import nn
 
 from edgesched.policy import EnvSpec
 
-from .common import RunningMeanStd, VecSim, gae, masked_logits, mlp
+from .common import (
+    PPO_STAT_KEYS,
+    RunningMeanStd,
+    TrainingDivergedError,
+    VecSim,
+    clipped_surrogate,
+    gae,
+    masked_logits,
+    mlp,
+    ppo_step,
+)
+
+__all__ = ["Critic", "PPOTrainer", "TrainingDivergedError"]
 
 
 class Critic(nn.Module):
@@ -58,10 +70,6 @@ class Critic(nn.Module):
             zs = self.enc_state(state)[:, None, :].expand(-1, obs.shape[1], -1)
             z = torch.cat([z, zs], dim=-1)
         return self.head(z).squeeze(-1)
-
-
-class TrainingDivergedError(RuntimeError):
-    """A loss became NaN or infinite; training stops and keeps the last good checkpoint."""
 
 
 class PPOTrainer:
@@ -263,14 +271,7 @@ class PPOTrainer:
         )
         mb = max(g_total // int(cfg.minibatches), 1)
         clip = float(cfg.clip)
-        stats = {
-            "policy_loss": 0.0,
-            "value_loss": 0.0,
-            "entropy": 0.0,
-            "approx_kl": 0.0,
-            "clip_frac": 0.0,
-            "grad_norm": 0.0,
-        }
+        stats = dict.fromkeys(PPO_STAT_KEYS, 0.0)
         count = 0
         for _ in range(int(cfg.epochs)):
             perm = torch.randperm(g_total, generator=self.gen)
@@ -281,39 +282,26 @@ class PPOTrainer:
                 logp = logp_all.gather(-1, actions[idx, :, None]).squeeze(-1)
                 probs = logp_all.exp()
                 entropy = -(probs * logp_all.clamp_min(-1e4)).sum(-1).mean()
-                ratio = (logp - old_logp[idx]).exp()
-                a = adv[idx]
-                a = (a - a.mean()) / (a.std() + 1e-8)
-                pg = -torch.min(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).mean()
+                pg, ratio = clipped_surrogate(logp, old_logp[idx], adv[idx], clip)
                 v = self.critic(obs[idx], state[idx])
                 vloss = 0.5 * ((v - ret_t[idx]) ** 2).mean()
-                loss = pg + float(cfg.vf_coef) * vloss - ent_coef * entropy
-                self._check_finite(loss, pg, vloss)
-                self.opt.zero_grad()
-                loss.backward()
-                gn = nn.utils.clip_grad_norm_(self.params, float(cfg.max_grad_norm))
-                self.opt.step()
-                with torch.no_grad():
-                    stats["policy_loss"] += float(pg)
-                    stats["value_loss"] += float(vloss)
-                    stats["entropy"] += float(entropy)
-                    stats["approx_kl"] += float(((ratio - 1) - ratio.log()).mean())
-                    stats["clip_frac"] += float(((ratio - 1).abs() > clip).float().mean())
-                    stats["grad_norm"] += float(gn)
+                ppo_step(
+                    self.opt,
+                    self.params,
+                    cfg,
+                    ent_coef,
+                    pg,
+                    vloss,
+                    entropy,
+                    ratio,
+                    stats,
+                    self.updates,
+                )
                 count += 1
         self.updates += 1
         out = {k: v / count for k, v in stats.items()}
         out["ent_coef"] = ent_coef
         return out
-
-    @torch.no_grad()
-    def _check_finite(self, loss: torch.Tensor, pg: torch.Tensor, vloss: torch.Tensor) -> None:
-        if not torch.isfinite(loss):
-            raise TrainingDivergedError(
-                f"loss is not finite at update {self.updates} (policy loss {pg.item()}, value "
-                f"loss {vloss.item()}); training stopped. Lower algo.lr or check the reward "
-                "scale; the last good checkpoint is kept."
-            )
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:

@@ -47,9 +47,17 @@ from torch import nn
 from edgesched.envs.core import NODE_FEATURES
 from edgesched.policy import EnvSpec
 
-from .common import RunningMeanStd, VecSim, gae, masked_logits, mlp
+from .common import (
+    PPO_STAT_KEYS,
+    RunningMeanStd,
+    VecSim,
+    clipped_surrogate,
+    gae,
+    masked_logits,
+    mlp,
+    ppo_step,
+)
 from .graph import HeteroBackbone, agent_index, batch_graphs
-from .mappo import TrainingDivergedError
 
 
 # ---------------------------------------------------------------------------- conflicts
@@ -269,6 +277,13 @@ class TapFingerTrainer:
             alloc = alloc.squeeze(2)
         return ptr, alloc, v
 
+    def _draw(self, logp: torch.Tensor, greedy: bool) -> torch.Tensor:
+        """(G, N) most likely or sampled indices of (G, N, C) log-probabilities."""
+        if greedy:
+            return logp.argmax(-1)
+        g, n, c = logp.shape
+        return torch.multinomial(logp.exp().reshape(-1, c), 1, generator=self.gen).reshape(g, n)
+
     @torch.no_grad()
     def propose(
         self, graphs: list[dict[str, Any]], mask: np.ndarray, greedy: bool = False
@@ -286,19 +301,9 @@ class TapFingerTrainer:
             learner's log-probability), ``value`` (normalized), ``conflicts`` (G,).
         """
         ptr, alloc, v = self._dist(graphs, mask)
-        if greedy:
-            choice = ptr.argmax(-1)
-        else:
-            g, n, c = ptr.shape
-            choice = torch.multinomial(ptr.exp().reshape(-1, c), 1, generator=self.gen)
-            choice = choice.reshape(g, n)
+        choice = self._draw(ptr, greedy)
         a_all = chosen_slot(alloc, choice)  # (G, N, K1 L) the chosen task's allocations
-        if greedy:
-            aidx = a_all.argmax(-1)
-        else:
-            g, n, c = a_all.shape
-            aidx = torch.multinomial(a_all.exp().reshape(-1, c), 1, generator=self.gen)
-            aidx = aidx.reshape(g, n)
+        aidx = self._draw(a_all, greedy)
         lp_ptr = ptr.gather(-1, choice[..., None]).squeeze(-1)
         choice_np, aidx_np = choice.numpy(), aidx.numpy()
         placing = choice_np > 0
@@ -462,8 +467,7 @@ class TapFingerTrainer:
         )
         mb = max(total // int(cfg.minibatches), 1)
         clip = float(cfg.clip)
-        keys = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "grad_norm")
-        stats = dict.fromkeys(keys, 0.0)
+        stats = dict.fromkeys(PPO_STAT_KEYS, 0.0)
         count = 0
         for _ in range(int(cfg.epochs)):
             perm = torch.randperm(total, generator=self.gen).numpy()
@@ -475,29 +479,20 @@ class TapFingerTrainer:
                 ent_ptr = -(ptr.exp() * ptr.clamp_min(-1e4)).sum(-1)
                 ent_alloc = -(chosen.exp() * chosen.clamp_min(-1e4)).sum(-1)
                 entropy = (ent_ptr + keep[idx] * ent_alloc).mean()
-                ratio = (logp - old_logp[idx]).exp()
-                a = adv[idx]
-                a = (a - a.mean()) / (a.std() + 1e-8)
-                pg = -torch.min(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).mean()
+                pg, ratio = clipped_surrogate(logp, old_logp[idx], adv[idx], clip)
                 vloss = 0.5 * ((v - ret_t[idx]) ** 2).mean()
-                loss = pg + float(cfg.vf_coef) * vloss - ent_coef * entropy
-                if not torch.isfinite(loss):
-                    raise TrainingDivergedError(
-                        f"loss is not finite at update {self.updates} (policy loss {float(pg)}, "
-                        f"value loss {float(vloss)}); training stopped. Lower algo.lr; the "
-                        "last good checkpoint is kept."
-                    )
-                self.opt.zero_grad()
-                loss.backward()
-                gn = nn.utils.clip_grad_norm_(self.actor.parameters(), float(cfg.max_grad_norm))
-                self.opt.step()
-                with torch.no_grad():
-                    stats["policy_loss"] += float(pg)
-                    stats["value_loss"] += float(vloss)
-                    stats["entropy"] += float(entropy)
-                    stats["approx_kl"] += float(((ratio - 1) - ratio.log()).mean())
-                    stats["clip_frac"] += float(((ratio - 1).abs() > clip).float().mean())
-                    stats["grad_norm"] += float(gn)
+                ppo_step(
+                    self.opt,
+                    list(self.actor.parameters()),
+                    cfg,
+                    ent_coef,
+                    pg,
+                    vloss,
+                    entropy,
+                    ratio,
+                    stats,
+                    self.updates,
+                )
                 count += 1
         self.updates += 1
         out = {k: v / count for k, v in stats.items()}

@@ -49,7 +49,16 @@ from torch import nn
 from edgesched.envs.core import EdgeClusterSim
 from edgesched.policy import EnvSpec
 
-from ..common import RunningMeanStd, VecSim, gae, masked_logits, mlp
+from ..common import (
+    PPO_STAT_KEYS,
+    RunningMeanStd,
+    VecSim,
+    clipped_surrogate,
+    gae,
+    masked_logits,
+    mlp,
+    ppo_step,
+)
 from .forecast import VolumeForecaster
 
 SHRINK, KEEP, GROW = 0, 1, 2
@@ -384,8 +393,6 @@ class RLPTOTrainer:
         The controller learns from its slot's shared advantage, the critic from the slots'
         returns.
         """
-        from ..mappo import TrainingDivergedError
-
         cfg = self.cfg
         n_groups = len(batch["adv"])
         ret = batch["ret"]
@@ -405,8 +412,7 @@ class RLPTOTrainer:
         )
         mb = max(n_groups // int(cfg.minibatches), 1)
         clip = float(cfg.clip)
-        keys = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "grad_norm")
-        stats = dict.fromkeys(keys, 0.0)
+        stats = dict.fromkeys(PPO_STAT_KEYS, 0.0)
         count = 0
         params = list(self.actor.parameters())
         for _ in range(int(cfg.epochs)):
@@ -417,35 +423,19 @@ class RLPTOTrainer:
                 vloss = 0.5 * ((v - ret_t[gidx]) ** 2).mean()
                 rows = torch.from_numpy(np.flatnonzero(np.isin(group, gidx)))
                 if len(rows):
-                    a = adv_all[torch.from_numpy(group)[rows]]
-                    a = (a - a.mean()) / (a.std() + 1e-8) if len(rows) > 1 else a * 0
                     lp_all = torch.log_softmax(
                         masked_logits(self.actor.policy(feats[rows]), mask[rows]), -1
                     )
                     lp = lp_all.gather(-1, acts[rows][:, None]).squeeze(-1)
-                    ratio = (lp - old[rows]).exp()
-                    pg = -torch.min(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).mean()
+                    a = adv_all[torch.from_numpy(group)[rows]]
+                    pg, ratio = clipped_surrogate(lp, old[rows], a, clip)
                     entropy = -(lp_all.exp() * lp_all.clamp_min(-1e4)).sum(-1).mean()
-                else:
+                else:  # no running job in these slots: only the critic learns
                     ratio = torch.ones(1)
                     pg = entropy = torch.zeros(())
-                loss = pg + float(cfg.vf_coef) * vloss - ent_coef * entropy
-                if not torch.isfinite(loss):
-                    raise TrainingDivergedError(
-                        f"loss is not finite at update {self.updates}; training stopped. "
-                        "Lower algo.lr; the last good checkpoint is kept."
-                    )
-                self.opt.zero_grad()
-                loss.backward()
-                gn = nn.utils.clip_grad_norm_(params, float(cfg.max_grad_norm))
-                self.opt.step()
-                with torch.no_grad():
-                    stats["policy_loss"] += float(pg)
-                    stats["value_loss"] += float(vloss)
-                    stats["entropy"] += float(entropy)
-                    stats["approx_kl"] += float(((ratio - 1) - ratio.log()).mean())
-                    stats["clip_frac"] += float(((ratio - 1).abs() > clip).float().mean())
-                    stats["grad_norm"] += float(gn)
+                ppo_step(
+                    self.opt, params, cfg, ent_coef, pg, vloss, entropy, ratio, stats, self.updates
+                )
                 count += 1
         self.updates += 1
         out = {k: v / max(count, 1) for k, v in stats.items()}
