@@ -16,6 +16,7 @@ from edgesched.algos.graph import (
     agent_index,
     batch_graphs,
     to_heterodata,
+    visible_pending,
 )
 from edgesched.algos.tapfinger import (
     TapFingerTrainer,
@@ -101,6 +102,35 @@ def test_batched_graphs_offset_every_index():
         )
         np.testing.assert_array_equal(agents[i] - off["node"][i], np.arange(s.num_agents))
         np.testing.assert_array_equal(targets[i] - off["node"][i], s.cluster.neighbors)
+
+
+@pytest.mark.parametrize("name", ["tapfinger-hetero6", "edge10"])
+def test_visible_pending_keeps_exactly_the_windowed_tasks(name):
+    # a long random run builds a backlog deeper than the selection windows
+    sim = _busy(name, steps=60)
+    g = sim.graph()
+    v = visible_pending(g)
+    windowed = np.unique(sim.head[sim.head >= 0])
+    assert len(windowed) < len(g["ids"]["pending"]), "fixture has no hidden backlog"
+    np.testing.assert_array_equal(np.sort(v["ids"]["pending"]), windowed)
+    np.testing.assert_array_equal(v["nodes"]["pending"], sim._job_features(v["ids"]["pending"]))
+    # every slot still points at its own job's row
+    ok = sim.head >= 0
+    np.testing.assert_array_equal(v["ids"]["pending"][v["ids"]["slots"][ok]], sim.head[ok])
+    assert (v["ids"]["slots"][~ok] == -1).all()
+    # queue edges: exactly the original (job, agent) pairs of the kept jobs, both directions
+    qa = g["edges"][("pending", "queued_at", "node")]
+    want = {
+        (int(g["ids"]["pending"][j]), int(a)) for j, a in qa.T if g["ids"]["pending"][j] in windowed
+    }
+    vq = v["edges"][("pending", "queued_at", "node")]
+    assert {(int(v["ids"]["pending"][j]), int(a)) for j, a in vq.T} == want
+    np.testing.assert_array_equal(v["edges"][("node", "rev_queued_at", "pending")], vq[::-1])
+    # the rest of the view is untouched, and the input graph is not modified
+    for key in ("node", "running"):
+        assert v["nodes"][key] is g["nodes"][key]
+    assert len(g["ids"]["pending"]) == len(g["nodes"]["pending"]) > len(windowed)
+    assert visible_pending(v) is v
 
 
 # ------------------------------------------------------------------ masks

@@ -73,6 +73,42 @@ def batch_graphs(graphs: list[dict[str, Any]]):
     return data, offsets
 
 
+def visible_pending(graph: dict[str, Any]) -> dict[str, Any]:
+    """The graph restricted to the pending tasks some agent can select this round.
+
+    The simulator's view holds every queued job; only those in an agent's ``pending_slots``
+    window can be chosen, and the backlog behind the windows already shows in each node's
+    queue-length feature. Dropping it bounds the graph by ``N x P`` pending rows instead of
+    the (unbounded) backlog, which keeps the PPO update's cost flat when queues build up.
+
+    Args:
+        graph: an output of ``EdgeClusterSim.graph()``.
+
+    Returns:
+        The same structure with the ``pending`` rows, their ``queued_at`` edges (both
+        directions), ``ids["pending"]`` and ``ids["slots"]`` renumbered; other entries are
+        shared with ``graph`` (not copied). ``graph`` itself when nothing is hidden.
+    """
+    slots = graph["ids"]["slots"]
+    keep = np.unique(slots[slots >= 0])
+    n_pend = len(graph["nodes"]["pending"])
+    if len(keep) == n_pend:
+        return graph
+    remap = np.full(n_pend + 1, -1, dtype=np.int64)  # the extra row maps slot -1 to -1
+    remap[keep] = np.arange(len(keep))
+    qa = graph["edges"][("pending", "queued_at", "node")]
+    src = remap[qa[0]]
+    on = src >= 0
+    queued_at = np.stack([src[on], qa[1][on]])
+    out = {k: dict(v) for k, v in graph.items()}
+    out["nodes"]["pending"] = graph["nodes"]["pending"][keep]
+    out["ids"]["pending"] = graph["ids"]["pending"][keep]
+    out["ids"]["slots"] = remap[slots]
+    out["edges"][("pending", "queued_at", "node")] = queued_at
+    out["edges"][("node", "rev_queued_at", "pending")] = queued_at[::-1].copy()
+    return out
+
+
 def agent_index(graphs: list[dict[str, Any]], offsets: dict[str, np.ndarray]):
     """Rows of the merged graph for every agent, its pending slots and its targets.
 

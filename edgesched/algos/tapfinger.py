@@ -14,6 +14,9 @@ The joint action's log-probability is the sum of the two phases' (the simulator'
 ``1 + (slot (K+1) + target) L + level`` is exactly this pair). Embeddings come from
 :class:`~edgesched.algos.graph.HeteroBackbone` (PyG ``HGTConv``) over the simulator's graph
 view: nodes, pending tasks and running tasks, linked by topology, queue and placement edges.
+The pending tasks are those in some agent's selection window
+(:func:`~edgesched.algos.graph.visible_pending`); the backlog behind the windows is seen
+through each node's queue-length feature, and the graph stays bounded however long queues get.
 
 **Parameter sharing.** One actor serves every agent and no agent-id embedding is used: an
 agent's identity, for what matters to scheduling, is in its node embedding (capacity, load,
@@ -57,7 +60,7 @@ from .common import (
     mlp,
     ppo_step,
 )
-from .graph import HeteroBackbone, agent_index, batch_graphs
+from .graph import HeteroBackbone, agent_index, batch_graphs, visible_pending
 
 
 # ---------------------------------------------------------------------------- conflicts
@@ -362,7 +365,7 @@ class TapFingerTrainer:
         """
         if not graphs:
             raise ValueError("tapfinger reads the graph view: pass graphs=[sim.graph()]")
-        out = self.propose(graphs, mask[None], greedy=greedy)
+        out = self.propose([visible_pending(g) for g in graphs], mask[None], greedy=greedy)
         res: tuple[np.ndarray, ...] = (out["actions"][0], out["logp"][0])
         if with_probs:
             ptr, alloc = out["ptr"][0], out["alloc_probs"][0]
@@ -387,7 +390,7 @@ class TapFingerTrainer:
         episodes: list[dict[str, Any]] = []
         conflicts = collisions = 0.0
         gamma = float(self.cfg.gamma)
-        graphs = [s.graph() for s in vec.sims]
+        graphs = [visible_pending(s.graph()) for s in vec.sims]
         mask = vec.mask
         for t in range(steps):
             out = self.propose(graphs, mask)
@@ -396,7 +399,7 @@ class TapFingerTrainer:
             for i, fg in res["final_graph"].items():
                 # time-limit truncation: bootstrap the value of the state it stopped in
                 fm = res["final_mask"][i][None]
-                r[i] += gamma * self._value([fg], fm)[0]
+                r[i] += gamma * self._value([visible_pending(fg)], fm)[0]
             graphs_b.append(graphs)
             mask_b[t], choice_b[t], alloc_b[t], keep_b[t] = (
                 mask,
@@ -410,7 +413,7 @@ class TapFingerTrainer:
             episodes += res["episodes"]
             conflicts += float(out["conflicts"].sum())
             collisions += float(res["collisions"].sum())
-            graphs = [s.graph() for s in vec.sims]
+            graphs = [visible_pending(s.graph()) for s in vec.sims]
             mask = vec.mask
         last = self._value(graphs, mask)
         adv, ret = gae(rew_b, val_b, last, done_b, gamma, float(self.cfg.gae_lambda))
