@@ -49,6 +49,8 @@ class Row:
     commits: list[str]
     config_hashes: list[str]
     episode_jcts: list[float] = field(repr=False)
+    seed_scores: list[list[float]] = field(default_factory=list, repr=False)
+    """Mean JCT per (training seed or heuristic run, evaluation seed in ``eval_seeds``)."""
 
 
 def _score_matrix(recs: list[Record]) -> tuple[np.ndarray, list[int]]:
@@ -176,6 +178,7 @@ def compute_rows(recs: list[Record], reference: str = REFERENCE) -> list[Row]:
                 commits=sorted({str(r.data["git_commit"]) for r in group}),
                 config_hashes=sorted({str(r.data["config_hash"]) for r in group}),
                 episode_jcts=[float(row["jct_mean"]) for row in all_rows],
+                seed_scores=mat.tolist(),
             )
         )
     rows.sort(key=lambda r: (r.mean.value, r.algo, r.shield))
@@ -447,9 +450,13 @@ def build(
         if plots:
             atomic_write_bytes(out / f"{name}.png", render_png(scenario_id, rows))
             written.append(out / f"{name}.png")
-    from .studies import render_rlpto, render_srole
+    from .studies import render_rlpto, render_srole, render_tapfinger
 
-    for page, render in (("srole.md", render_srole), ("rlpto.md", render_rlpto)):
+    for page, render in (
+        ("srole.md", render_srole),
+        ("rlpto.md", render_rlpto),
+        ("tapfinger.md", render_tapfinger),
+    ):
         study = render(tables)
         if study is not None:
             atomic_write_text(out / page, study)
