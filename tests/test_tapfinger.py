@@ -277,3 +277,18 @@ def test_update_path_computes_the_same_chosen_slot_log_probs():
     alloc_idx = torch.from_numpy(out["alloc"])
     logp = two_phase_logp(ptr1, chosen1, choice, alloc_idx, keep)
     np.testing.assert_allclose(logp.numpy(), out["logp"], rtol=1e-4, atol=1e-5)
+
+
+def test_team_reward_trains_on_the_agents_mean_reward():
+    from edgesched.algos.common import VecSim
+
+    batches = {}
+    for team in (False, True):
+        vec = VecSim(make_config("tapfinger-hetero6"), 2, 0, "tapfinger-hetero6")
+        tr = TapFingerTrainer(_cfg(team_reward=team), EnvSpec.of(vec.sims[0]), 0)
+        batches[team] = tr.collect(vec, 12)
+    local, team = batches[False]["rewards"], batches[True]["rewards"]
+    # same seeds, same initial network: the same rollout, only the learning signal differs
+    np.testing.assert_array_equal(batches[False]["choice"], batches[True]["choice"])
+    assert (local != local[..., :1]).any(), "fixture: agents' own rewards never differ"
+    np.testing.assert_allclose(team, np.repeat(local.mean(-1, keepdims=True), 6, -1), rtol=1e-6)

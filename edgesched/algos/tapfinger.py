@@ -30,6 +30,14 @@ the losers defer in the environment, and their allocation term is excluded from 
 (they keep their pointer term: selecting a contested task is a decision with consequences).
 Conflicts are counted per update.
 
+**Reward** (``algo.team_reward``, on by default in ``conf/algo/tapfinger.yaml``): each agent
+learns from the mean of all agents' rewards. The simulator charges a queued job to its home
+agent and a running job to the agent that placed it, so with shared visibility an agent that
+places another agent's job takes over its cost: learning from its own reward, it learns to
+leave other agents' jobs waiting (measured: the training JCT on ``tapfinger-hetero6`` rose
+from 21 to 25 slots over a default run). The mean sums to the cluster's total completion
+time (Little's law), the objective TapFinger minimizes.
+
 **Critic**: ``V_i = f([h_agent_i, mean of all node embeddings])`` (centralized through the
 graph). PPO details as in :mod:`edgesched.algos.mappo` (GAE, value normalization, clipped
 surrogate, entropy schedule, gradient clipping).
@@ -251,6 +259,7 @@ class TapFingerTrainer:
         layers = int(cfg.gnn_layers) if cfg.graph_attention else 0
         self.actor = TapFingerNet(spec, int(cfg.gnn_hidden), layers, int(cfg.gnn_heads))
         self.pointer = bool(cfg.pointer)
+        self.team_reward = bool(cfg.team_reward)
         self.opt = torch.optim.Adam(self.actor.parameters(), lr=float(cfg.lr), eps=1e-5)
         self.value_rms = RunningMeanStd()
         self.gen = torch.Generator().manual_seed(seed)
@@ -396,6 +405,8 @@ class TapFingerTrainer:
             out = self.propose(graphs, mask)
             res = vec.step(out["actions"])
             r = res["rewards"]
+            if self.team_reward:
+                r = np.repeat(r.mean(axis=1, keepdims=True), n, axis=1)
             for i, fg in res["final_graph"].items():
                 # time-limit truncation: bootstrap the value of the state it stopped in
                 fm = res["final_mask"][i][None]

@@ -50,6 +50,8 @@ class AlgoConfig:
         gnn_heads: TapFinger attention heads.
         graph_attention: TapFinger message passing (false: the no-attention ablation).
         pointer: TapFinger learned task selection (false: uniform task choice ablation).
+        team_reward: TapFinger learns from the mean of the agents' rewards (cooperative
+            agents) instead of each agent's own reward.
         resource_weight: RLPTO reward weight of the occupied share of CPU and GPU.
         accuracy_weight: RLPTO reward weight of the quality gained per slot.
         shrink_gain: RLPTO's convergence rule: shrink a job (past half its quality) whose
@@ -87,6 +89,7 @@ class AlgoConfig:
     gnn_heads: int = 2
     graph_attention: bool = True
     pointer: bool = True
+    team_reward: bool = False
     resource_weight: float = 1.0
     accuracy_weight: float = 1.0
     shrink_gain: float = 0.5
