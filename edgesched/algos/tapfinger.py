@@ -251,6 +251,12 @@ class TapFingerTrainer:
     """
 
     needs_graph = True
+    eval_sampled = True
+    """Evaluate the sampled policy, not its most likely actions. On the 0-16 x 0-16 grid the
+    single most likely allocation is not representative of the distribution PPO trained: a
+    tapfinger-hetero6 actor whose sampled policy reaches a mean JCT of 12.5 and 13.5 slots on
+    two held-out seeds scores 38.2 and 34.9 greedily. Draws are seeded by the evaluation
+    episode's workload seed (:meth:`seed_sampling`), so records reproduce exactly."""
 
     def __init__(self, cfg: Any, spec: EnvSpec, seed: int) -> None:
         self.cfg = cfg
@@ -265,6 +271,11 @@ class TapFingerTrainer:
         self.gen = torch.Generator().manual_seed(seed)
         self.rng = np.random.default_rng(seed)
         self.updates = 0
+
+    def seed_sampling(self, seed: int) -> None:
+        """Restart the action and conflict draws from ``seed`` (evaluation episodes)."""
+        self.gen.manual_seed(seed)
+        self.rng = np.random.default_rng(seed)
 
     # ------------------------------------------------------------------ acting
     def _dist(self, graphs, mask, choice: torch.Tensor | None = None):

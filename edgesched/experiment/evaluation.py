@@ -176,7 +176,11 @@ def make_record(
 
 
 class LearnedScheduler(Scheduler):
-    """Adapter: a trained actor behind the policy interface (greedy at evaluation)."""
+    """Adapter: a trained actor behind the policy interface.
+
+    Greedy at evaluation, unless the trainer sets ``eval_sampled`` (then its draws restart
+    from each episode's workload seed, so the evaluation is reproducible).
+    """
 
     def __init__(self, spec: EnvSpec, trainer: Any, name: str) -> None:
         super().__init__(spec)
@@ -186,6 +190,13 @@ class LearnedScheduler(Scheduler):
         self.shield_kwargs = dict(getattr(trainer, "shield_kwargs", {}))
         # learners that read the graph view (tapfinger) get it from run_episode
         self.needs_graph = bool(getattr(trainer, "needs_graph", False))
+        # learners evaluated with their sampled policy (tapfinger: see its ``eval_sampled``)
+        self.greedy = not bool(getattr(trainer, "eval_sampled", False))
+
+    def reset(self, seed: int | None = None) -> None:
+        """Seed a sampled policy's draws from the episode's workload seed (reproducible)."""
+        if not self.greedy:
+            self.trainer.seed_sampling(0 if seed is None else int(seed))
 
     def _graph_kw(self, graph: dict | None) -> dict[str, Any]:
         return {"graphs": [graph]} if self.needs_graph else {}
@@ -197,8 +208,8 @@ class LearnedScheduler(Scheduler):
         state: np.ndarray | None,
         graph: dict | None = None,
     ) -> np.ndarray:
-        """Most likely feasible action of each agent."""
-        return self.trainer.act(obs, mask, greedy=True, **self._graph_kw(graph))[0]
+        """Most likely feasible action of each agent (or a seeded sample, see ``greedy``)."""
+        return self.trainer.act(obs, mask, greedy=self.greedy, **self._graph_kw(graph))[0]
 
     def act_with_preferences(
         self,
@@ -207,9 +218,9 @@ class LearnedScheduler(Scheduler):
         state: np.ndarray | None,
         graph: dict | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Greedy actions and the actor's probabilities as the shield's preferences."""
+        """Greedy (or sampled) actions and the actor's probabilities as shield preferences."""
         a, _, probs = self.trainer.act(
-            obs, mask, greedy=True, with_probs=True, **self._graph_kw(graph)
+            obs, mask, greedy=self.greedy, with_probs=True, **self._graph_kw(graph)
         )
         return a, probs
 

@@ -4,7 +4,8 @@
   episodes; the simulator is deterministic, so every per-episode number must match exactly.
 * Learned entries whose record names a ``policy`` file (a path relative to the repository,
   set by ``collect``) are reloaded with :func:`edgesched.experiment.evaluation.load_policy`
-  and re-evaluated greedily; numbers must match within a small relative tolerance.
+  and re-evaluated as their run was (greedily; tapfinger with seeded sampling); numbers
+  must match within a small relative tolerance.
 * Entries that cannot be re-run here (learned without a policy file, a shield that is not
   registered) are reported as skipped.
 """
@@ -130,7 +131,7 @@ def rerun_heuristic(rec: Record) -> dict[str, Any]:
 
 
 def rerun_learned(rec: Record, root: Path) -> dict[str, Any]:
-    """Reload the record's ``policy`` file and evaluate it greedily on the record's seeds."""
+    """Reload the record's ``policy`` file and evaluate it as its run did, on its seeds."""
     import torch
 
     from edgesched.experiment.evaluation import evaluate_scheduler, load_policy
