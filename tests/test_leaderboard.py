@@ -158,6 +158,22 @@ def test_fixture_numbers_match_a_direct_computation():
     assert m.mean.value == pytest.approx(np.mean(mappo)) and m.train_seeds == [0, 1, 2]
 
 
+def test_build_syncs_the_readme_only_from_its_own_leaderboards(tmp_path):
+    from edgesched.leaderboard.build import README_END, README_START
+
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{README_START}\nold\n{README_END}\nrest\n")
+    results = ROOT / "leaderboards" / "results" / "baselines.jsonl"
+    args = ["build", "--results", str(results), "--no-png", "--readme", str(readme)]
+    # a scratch build (often of a subset of the records) leaves the README alone
+    assert main([*args, "--out", str(tmp_path / "scratch")]) == 0
+    assert (tmp_path / "scratch" / "edge50.md").exists()
+    assert "old" in readme.read_text()
+    assert main([*args, "--out", str(tmp_path / "leaderboards")]) == 0
+    text = readme.read_text()
+    assert "old" not in text and "| least_loaded |" in text and text.endswith("rest\n")
+
+
 def test_build_writes_png_and_is_deterministic(tmp_path):
     assert main(["build", "--results", str(RECORDS), "--out", str(tmp_path / "a")]) == 0
     build([RECORDS], [], tmp_path / "b")
@@ -467,4 +483,12 @@ def test_tapfinger_study_reports_paired_reductions_and_targets():
     md = render_tapfinger({"edge50": edge})
     target = next(line for line in md.splitlines() if line.startswith("- tapfinger vs"))
     assert "every heuristic (optimus, fifo)" in target and "against 1 of 2 (not: fifo)" in target
-    assert target.endswith("missed.") and "25.0% higher" in md
+    assert target.endswith("missed.") and "25.0% higher [25.0%, 25.0%]" in md
+
+
+def test_reduction_text_flips_the_interval_of_an_increase():
+    from edgesched.leaderboard.studies import _reduction_text
+
+    assert _reduction_text(stats.Estimate(0.321, 0.25, 0.383)) == "32.1% lower [25.0%, 38.3%]"
+    assert _reduction_text(stats.Estimate(-0.682, -0.775, -0.6)) == "68.2% higher [60.0%, 77.5%]"
+    assert _reduction_text(None).startswith("n/a")

@@ -62,8 +62,14 @@ def cmd_build(args: argparse.Namespace) -> int:
         _log(f"wrote {path}")
     table = Path(args.out) / f"{README_SCENARIO}.md"
     readme_ok = args.readme and Path(args.readme).exists() and table.exists()
-    if readme_ok and sync_readme(args.readme, table):
-        _log(f"updated the {README_SCENARIO} table in {args.readme}")
+    if readme_ok:
+        # a build into a scratch directory (a subset of the records) must not rewrite the
+        # README's table: only the leaderboards next to the README are its source
+        home = Path(args.readme).resolve().parent / "leaderboards"
+        if Path(args.out).resolve() != home:
+            _log(f"{args.readme} not updated: --out is not {home}")
+        elif sync_readme(args.readme, table):
+            _log(f"updated the {README_SCENARIO} table in {args.readme}")
     return 0
 
 
@@ -151,7 +157,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--readme",
         default="README.md",
-        help="copy the edge50 table into this file between its markers ('' to skip)",
+        help="copy the edge50 table into this file between its markers when --out is the "
+        "leaderboards/ folder next to it ('' to skip)",
     )
     b.set_defaults(func=cmd_build)
 
