@@ -1,13 +1,15 @@
 """PPO training throughput: experience collected and learned from, per second.
 
-Runs MAPPO (or IPPO) on a scenario for a fixed number of updates through the real runner
-and reports env-steps/s (decision rounds of all agents), agent-decisions/s, and updates/s,
-each over the whole loop (collection + learning).
+Runs a PPO learner (MAPPO by default; IPPO, tapfinger, ...) with its ``conf/algo`` settings
+on a scenario for a fixed number of updates through the real runner and reports env-steps/s
+(decision rounds of all agents), agent-decisions/s and updates/s, each over the whole loop
+(collection + learning), and the training time of the default budget at that rate.
 
 Usage::
 
     python benchmarks/train_throughput.py                       # mappo on edge50
     python benchmarks/train_throughput.py --algo ippo --env edge10 --updates 10
+    python benchmarks/train_throughput.py --algo tapfinger --env tapfinger-hetero6 --updates 30
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ def main() -> None:
     cfg = OmegaConf.structured(
         TrainConfig(algo=AlgoConfig(name=args.algo), env=EnvConfig(name=args.env))
     )
+    # the algorithm's own settings, as `python train.py algo=<name>` composes them
+    algo_yaml = Path(__file__).resolve().parents[1] / "conf" / "algo" / f"{args.algo}.yaml"
+    if algo_yaml.is_file():
+        own = OmegaConf.load(algo_yaml)
+        own.pop("defaults", None)
+        cfg.algo = OmegaConf.merge(cfg.algo, own)
+    default_steps = cfg.experiment.total_env_steps
     # the default experiment's rollout shape; a single short evaluation episode
     per_update = cfg.experiment.num_envs * cfg.experiment.rollout_steps
     cfg.experiment.total_env_steps = args.updates * per_update
@@ -60,6 +69,11 @@ def main() -> None:
     print(f"agent-decisions/s:             {steps * agents / wall:,.0f}")
     print(f"updates/s:                     {len(rows) / wall:.3f}")
     print(f"wall time of the loop: {wall:.1f} s (whole run incl. setup and eval: {total:.1f} s)")
+    default_updates = -(-default_steps // per_update)
+    print(
+        f"default budget ({default_steps:,} env steps = {default_updates} updates) at this "
+        f"rate: {default_updates * wall / len(rows) / 60:.1f} min of training"
+    )
 
 
 if __name__ == "__main__":
