@@ -35,8 +35,8 @@ learns from the mean of all agents' rewards. The simulator charges a queued job 
 agent and a running job to the agent that placed it, so with shared visibility an agent that
 places another agent's job takes over its cost: learning from its own reward, it learns to
 leave other agents' jobs waiting (measured: the training JCT on ``tapfinger-hetero6`` rose
-from 21 to 25 slots over a default run). The mean sums to the cluster's total completion
-time (Little's law), the objective TapFinger minimizes.
+from 21 to 25 slots over the first 180 updates of a default run). The mean sums to the
+cluster's total completion time (Little's law), the objective TapFinger minimizes.
 
 **Critic**: ``V_i = f([h_agent_i, mean of all node embeddings])`` (centralized through the
 graph). PPO details as in :mod:`edgesched.algos.mappo` (GAE, value normalization, clipped
