@@ -76,6 +76,30 @@ STATISTICS: dict[str, tuple[Callable[..., float], Callable[..., np.ndarray]]] = 
 }
 
 
+def _percentile_ci(
+    value: float,
+    data: tuple[np.ndarray, ...],
+    statistic: Callable[..., np.ndarray],
+    paired: bool,
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+) -> Estimate:
+    """``value`` with scipy's seeded, vectorized percentile-bootstrap interval of ``statistic``."""
+    ci = stats.bootstrap(
+        data,
+        statistic,
+        n_resamples=n_resamples,
+        vectorized=True,
+        paired=paired,
+        axis=-1,
+        confidence_level=confidence,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    ).confidence_interval
+    return Estimate(value, float(ci.low), float(ci.high))
+
+
 def stratified_bootstrap(
     strata: Sequence[np.ndarray],
     statistic: str = "mean",
@@ -103,19 +127,7 @@ def stratified_bootstrap(
     value = point(data)
     if not data or min(len(s) for s in data) < 2:
         return Estimate(value, float("nan"), float("nan"))
-    res = stats.bootstrap(
-        data,
-        vectorized,
-        n_resamples=n_resamples,
-        vectorized=True,
-        paired=False,
-        axis=-1,
-        confidence_level=confidence,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    ci = res.confidence_interval
-    return Estimate(value, float(ci.low), float(ci.high))
+    return _percentile_ci(value, data, vectorized, False, confidence, n_resamples, seed)
 
 
 def _reduction_stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -156,19 +168,7 @@ def relative_reduction(
     value = float(_reduction_stat(x, y))
     if len(x) < 2:
         return Estimate(value, float("nan"), float("nan"))
-    res = stats.bootstrap(
-        (x, y),
-        _reduction_stat,
-        n_resamples=n_resamples,
-        vectorized=True,
-        paired=True,
-        axis=-1,
-        confidence_level=confidence,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    ci = res.confidence_interval
-    return Estimate(value, float(ci.low), float(ci.high))
+    return _percentile_ci(value, (x, y), _reduction_stat, True, confidence, n_resamples, seed)
 
 
 def probability_of_improvement(

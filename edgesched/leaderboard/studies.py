@@ -263,10 +263,9 @@ def _reduction_text(e: stats.Estimate | None) -> str:
     """``32.1% lower [25.0%, 38.3%]``; a negative one as ``68.2% higher [60.0%, 77.5%]``."""
     if e is None:
         return "n/a (different evaluation seeds)"
-    if e.value >= 0:
-        return f"{_pct(e.value)} lower [{_pct(e.low)}, {_pct(e.high)}]"
     # a negative reduction reads as an increase, its interval flipped to match
-    return f"{_pct(-e.value)} higher [{_pct(-e.high)}, {_pct(-e.low)}]"
+    lo, hi = (e.low, e.high) if e.value >= 0 else (-e.high, -e.low)
+    return f"{_change(e.value, 'lower', 'higher')} [{_pct(lo)}, {_pct(hi)}]"
 
 
 def render_tapfinger(tables: dict[str, list[Row]]) -> str | None:
