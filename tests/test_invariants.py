@@ -78,6 +78,23 @@ def tapfinger_configs(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
+@st.composite
+def edge_grid_configs(draw: st.DrawFn) -> dict[str, Any]:
+    """edge10 variants with absolute (cpu, gpu) grid allocations and the profiled models,
+    whose memory demand the grid's levels do not include (memory must still be masked)."""
+    params = draw(edge_configs())
+    params.pop("alloc_scales")
+    n = params["num_nodes"]
+    # memory scarce next to cpu/gpu (the models need 4-16), so it is what binds
+    mem = draw(st.lists(st.sampled_from([16.0, 20.0, 32.0]), min_size=n, max_size=n))
+    return {
+        **params,
+        "alloc_mode": "grid",
+        "alloc_grid_max": draw(st.sampled_from([(4, 1), (8, 2), (16, 4)])),
+        "custom_capacities": tuple((32.0, 4.0, m) for m in mem),
+    }
+
+
 TRACES = Path(__file__).parent / "fixtures" / "traces"
 
 
@@ -112,7 +129,7 @@ def melbourne_configs(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
-any_config = st.one_of(edge_configs(), tapfinger_configs(), trace_configs())
+any_config = st.one_of(edge_configs(), edge_grid_configs(), tapfinger_configs(), trace_configs())
 
 
 def build(params: dict[str, Any]) -> EdgeClusterSim:
@@ -346,6 +363,14 @@ SEEDS = st.integers(0, 2**32 - 1)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(params=edge_configs(), seed=SEEDS, policy_seed=st.integers(0, 2**16))
 def test_invariants_hold_every_step_edge(
+    params: dict[str, Any], seed: int, policy_seed: int
+) -> None:
+    run_and_check(params, seed, policy_seed)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(params=edge_grid_configs(), seed=SEEDS, policy_seed=st.integers(0, 2**16))
+def test_invariants_hold_every_step_edge_grid(
     params: dict[str, Any], seed: int, policy_seed: int
 ) -> None:
     run_and_check(params, seed, policy_seed)

@@ -75,6 +75,9 @@ class EdgeSchedParallelEnv(ParallelEnv):
         v0, later: options that leave every existing scenario's dynamics unchanged were
             added: trace-driven workloads (``trace_path``) and Topology Zoo link capacities
             (``link_bandwidth_graph``); melbourne125 moved to v1 with the latter.
+        v0, fix: with ``alloc_mode='grid'`` the mask now also checks the job's memory demand
+            against the target's free memory (it was ignored). No registered scenario
+            changes: the grid scenarios (tapfinger-hetero6*) have no memory demand.
     """
 
     metadata = {
