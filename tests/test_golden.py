@@ -656,6 +656,30 @@ def test_priority_aging_reorders_queues_and_lets_waiting_jobs_overtake():
         assert q == sorted(q, key=lambda j: (sim0.j_prio[j], j))
 
 
+def test_central_head_visits_jobs_in_aged_class_order():
+    """The central view's round follows the same aged classes as the multi-agent queues."""
+    from edgesched.envs.central import EdgeSchedCentralEnv
+
+    every = 4
+    env = EdgeSchedCentralEnv(
+        make_config("edge10", arrival_rate=0.5, priority_aging_slots=every, max_slots=60)
+    )
+    env.reset(seed=5)
+    sim = env.sim
+    overtakes = 0
+    while sim.t < 12:
+        t0 = sim.t
+        round_ = env._round.tolist()
+        eff = np.maximum(sim.j_prio - (sim.t - sim.j_arrival) // every, 0)
+        assert round_ == sorted(np.flatnonzero(sim.status == QUEUED), key=lambda j: (eff[j], j))
+        overtakes += sum(
+            sim.j_prio[a] > sim.j_prio[b] for i, a in enumerate(round_) for b in round_[i + 1 :]
+        )
+        while sim.t == t0:  # pass over every job of the round: the clock advances
+            env.step(0)
+    assert overtakes > 0  # an older low-class job ahead of a newer high-class one
+
+
 def test_resize_shrinks_and_grows_a_running_job_exactly():
     """RLPTO's elastic resizing: exact resource bookkeeping and iteration times."""
     from edgesched.envs import EdgeClusterSim, make_config

@@ -20,8 +20,9 @@ class EdgeSchedCentralEnv(gym.Env):
     Description:
         The same simulator as the multi-agent view (DESIGN §3), driven by one decision-maker
         that sees every node. Each slot the head walks through all queued jobs in priority
-        order (priority class, then arrival) and decides for each job's next worker: place it
-        on any node with an allocation level, or pass over the job until the next slot. When
+        order (priority class, aged by ``priority_aging_slots`` if set, then arrival) and
+        decides for each job's next worker: place it on any node with an allocation level,
+        or pass over the job until the next slot. When
         every queued job has been visited the clock advances one slot. A single head cannot
         collide with itself, so ``collision_mode`` never triggers here.
 
@@ -61,6 +62,9 @@ class EdgeSchedCentralEnv(gym.Env):
         v0, later: options that leave every existing scenario's dynamics unchanged were
             added: trace-driven workloads (``trace_path``) and Topology Zoo link capacities
             (``link_bandwidth_graph``); melbourne125 moved to v1 with the latter.
+        v0, fix: with ``priority_aging_slots`` set, the head now visits jobs in their aged
+            class order, as the multi-agent queues do (it used the static class). No
+            registered scenario sets it.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -97,7 +101,13 @@ class EdgeSchedCentralEnv(gym.Env):
     def _new_round(self) -> None:
         sim = self.sim
         queued = np.flatnonzero(sim.status == QUEUED)
-        self._round = queued[np.argsort(sim.j_key[queued], kind="stable")]
+        key = sim.j_key[queued]
+        every = sim.cfg.priority_aging_slots
+        if every:
+            # the aged class the multi-agent queues use (EdgeClusterSim._age_queues)
+            eff = np.maximum(sim.j_prio[queued] - (sim.t - sim.j_arrival[queued]) // every, 0)
+            key = eff * (sim.num_jobs + 1) + queued
+        self._round = queued[np.argsort(key, kind="stable")]
         self._cursor = 0
 
     def _current_job(self) -> int:

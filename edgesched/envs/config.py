@@ -174,13 +174,15 @@ class SimConfig:
     collision_penalty: float = 0.0
     """Penalty per collision an agent's placement took part in."""
     resource_cost_weight: float = 0.0
-    """Per-slot cost of the agent's allocated resources (fraction of cluster capacity)."""
+    """Per-slot cost of the agent's allocated resources: per worker of its running jobs,
+    CPUs / the largest node's CPUs + GPUs / the largest node's GPUs, summed (may exceed 1)."""
     accuracy_gain_weight: float = 0.0
     """Reward per unit gain of normalized quality of the agent's jobs."""
 
     # --- data ----------------------------------------------------------------------------
     data_dir: str = ""
-    """Folder with the real data sets (only ``topology=eua`` reads it); default: auto-detect."""
+    """Folder with the real data sets (read by ``topology=eua``, ``link_bandwidth_graph`` and
+    relative ``trace_path`` files); default: auto-detect."""
 
     @classmethod
     def field_names(cls) -> list[str]:

@@ -37,11 +37,12 @@ class EdgeSchedParallelEnv(ParallelEnv):
         ``Dict(observation=Box(float32, (D,)), action_mask=Box(int8 0/1, (A,)))``.
         ``observation`` concatenates: own node features (free fraction of cpu/gpu/mem,
         capacity, speed, running workers, queue length); time of day (sin, cos) and queue
-        length; for each of ``pending_slots`` head-of-queue jobs: present, minimum demand,
-        workers, placed workers, waiting time, size, priority one-hot, model one-hot; for
-        each of the K+1 targets: its node features (``obs_delay`` slots old), link present,
-        log bandwidth and latency. ``state()`` gives all nodes' current features and all
-        agents' pending-job features for centralized critics.
+        length; for each of ``pending_slots`` head-of-queue jobs: present, minimum demand
+        (3), workers, log size, priority one-hot, model one-hot, placed workers, waiting time
+        (:meth:`EdgeClusterSim._job_features` gives the scales); for each of the K+1
+        targets: its node features (``obs_delay`` slots old), link present, log bandwidth
+        and latency. ``state()`` gives all nodes' current features, all agents' pending-job
+        features and the time of day (sin, cos) for centralized critics.
 
     Action:
         ``Discrete(1 + pending_slots * (K+1) * L)``. 0 defers; ``1 + ((slot*(K+1)) + k)*L
@@ -56,8 +57,10 @@ class EdgeSchedParallelEnv(ParallelEnv):
         once, to its home agent (the first that saw it), not to every agent that sees it, so
         the sum stays exact; TapFinger's original counts it for each. Optional terms:
         ``collision_penalty`` per collision an agent took part in, ``resource_cost_weight``
-        x allocated share, and ``accuracy_gain_weight`` x gain in normalized quality. Steps
-        in which the clock does not advance (``advance='when_idle'``) carry no time cost.
+        x the resources its running jobs hold (per worker, CPUs over the largest node's CPUs
+        plus GPUs over the largest node's GPUs, summed), and ``accuracy_gain_weight`` x gain
+        in normalized quality. Steps in which the clock does not advance
+        (``advance='when_idle'``) carry no time cost.
 
     Episode end:
         Terminated when every job has arrived and finished; truncated after ``max_slots``
