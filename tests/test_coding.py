@@ -3,6 +3,8 @@ load bound, the optimizer against exhaustive search, and bad parameters."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -46,12 +48,25 @@ def test_master_recovers_the_exact_sum_under_every_allowed_pattern(m, s_e, s_w):
     code = build_hgc(m, s_e, s_w, rng)
     g = rng.standard_normal((code.n, 6))
     messages = code.encode(_sub_gradients(code, g, rng))
-    patterns = 0
+    seen = []
     for edge_alive, worker_alive in allowed_patterns(code):
         out = code.decode(messages, edge_alive, worker_alive)
         np.testing.assert_allclose(out, g.sum(axis=0), rtol=1e-9, atol=1e-9)
-        patterns += 1
-    assert patterns >= 1
+        seen.append((tuple(edge_alive.tolist()), tuple(tuple(w.tolist()) for w in worker_alive)))
+    # exactly every pattern within tolerance, each once (enumerated independently here)
+    assert len(seen) == len(set(seen))
+    assert set(seen) == _patterns_within(m, s_e, s_w)
+
+
+def _patterns_within(m, s_e, s_w):
+    """All (edge alive, workers alive per edge) with <= s_e dead edges, <= s_w dead workers
+    in every edge (dead edges' workers included, as the decoder ignores them)."""
+    edges = [e for e in itertools.product((True, False), repeat=len(m)) if e.count(False) <= s_e]
+    workers = [
+        [w for w in itertools.product((True, False), repeat=mi) if w.count(False) <= s_w]
+        for mi in m
+    ]
+    return {(e, combo) for e in edges for combo in itertools.product(*workers)}
 
 
 @pytest.mark.parametrize(("m", "s_e", "s_w"), [i for i in INSTANCES if i[1] + 1 < len(i[0])])
@@ -72,20 +87,44 @@ def test_too_many_straggling_workers_is_reported():
     g = rng.standard_normal((2, 4))
     messages = code.encode(_sub_gradients(code, g, rng))
     workers = [np.array([True, False, False]), np.ones(3, bool)]
-    with pytest.raises(UndecodableError):
+    with pytest.raises(UndecodableError, match="2 of 3 straggled"):
         code.decode(messages, np.ones(2, bool), workers)
+
+
+# by hand: bound (s_e+1)(s_w+1)/M; worker load (s_w+1)/m_i x the data of its edge's s_e+1
+# partitions (equal partitions here: each edge covers (s_e+1)/n of the data)
+HAND_LOADS = [
+    (((2, 2, 2), 0, 0), 1 / 6, [1 / 6, 1 / 6, 1 / 6], True),
+    (((3, 3, 3), 1, 2), 2 / 3, [2 / 3, 2 / 3, 2 / 3], True),
+    (((3,), 0, 2), 1.0, [1.0], True),
+    # every edge covers all the data, so the 1-worker edge carries all of it
+    (((1, 2, 3), 2, 0), 1 / 2, [1.0, 1 / 2, 1 / 3], False),
+]
+
+
+@pytest.mark.parametrize(("inst", "bound", "loads", "met"), HAND_LOADS)
+def test_loads_and_bound_match_hand_computed_values(inst, bound, loads, met):
+    code = build_hgc(*inst)
+    assert code.bound == pytest.approx(bound)
+    np.testing.assert_allclose(code.loads, loads)
+    assert code.bound_met is met
 
 
 @pytest.mark.parametrize(("m", "s_e", "s_w"), INSTANCES)
 def test_loads_meet_the_tradeoff_bound_when_the_construction_allows(m, s_e, s_w):
     code = build_hgc(m, s_e, s_w)
-    assert code.bound == pytest.approx((s_e + 1) * (s_w + 1) / sum(m))
     # the bound is a lower bound on the largest load for any scheme
     assert max(code.loads) >= code.bound * (1 - 1e-9)
     if code.bound_met:
         np.testing.assert_allclose(code.loads, code.bound)
-    # every data partition is covered s_e + 1 times, each sub-part s_w + 1 times per edge
     assert code.p.sum() == pytest.approx(1.0) and (code.p >= 0).all()
+    # every data partition is covered by s_e + 1 edges, every sub-part of an edge's
+    # partitions by s_w + 1 of its workers
+    cover = np.bincount(np.concatenate([code.edge_partitions(i) for i in range(code.n)]))
+    assert cover.tolist() == [s_e + 1] * code.n
+    for i, mi in enumerate(m):
+        sub = np.bincount(np.concatenate([code.worker_subparts(i, j) for j in range(mi)]))
+        assert sub.tolist() == [s_w + 1] * mi
 
 
 def test_equal_edges_always_meet_the_bound_and_some_uneven_ones_cannot():

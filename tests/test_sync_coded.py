@@ -25,8 +25,14 @@ def test_hgc_compute_time_is_the_two_level_order_statistic():
     rng = np.random.default_rng(0)
     compute = rng.exponential(1.0, (50, 4))
     valid = np.ones((50, 4), bool)
-    s_e, s_w, factor = hgc_plan(4, cfg.straggler_scale, cfg.straggler_prob_scale)
+    # written out, not taken from the code under test: 4 workers in 2 edges of 2; at this
+    # straggler level the plan tolerates one straggling worker per edge and no straggling
+    # edge, so each worker computes (s_e+1)(s_w+1) = 2 sub-parts' worth: twice its share
+    s_e, s_w, factor = 0, 1, 2.0
     assert hgc_groups(4) == (2, 2)
+    got = hgc_plan(4, cfg.straggler_scale, cfg.straggler_prob_scale)
+    assert got[:2] == (s_e, s_w)
+    np.testing.assert_allclose(got[2], [factor] * 4)
     t = compute * factor
     edge = np.stack([np.sort(t[:, :2], 1)[:, 1 - s_w], np.sort(t[:, 2:], 1)[:, 1 - s_w]], 1)
     expected = np.sort(edge, 1)[:, 1 - s_e]

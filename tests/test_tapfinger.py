@@ -234,15 +234,25 @@ def test_propose_resolves_real_conflicts_on_tapfinger_hetero6():
     assert seen > 0, "40 random starts produced no conflict; the check did not run"
 
 
-def test_resource_fit_reads_free_over_demand_from_features():
-    sim = _busy("tapfinger-hetero6")
+@pytest.mark.parametrize(
+    ("name", "overrides"), [("tapfinger-hetero6", {}), ("edge10", {"arrival_rate": 1.0})]
+)
+def test_resource_fit_reads_free_over_demand_from_features(name, overrides):
+    sim = _busy(name, **overrides)
+    # a varied load (not necessarily reachable by placements; only the features matter)
+    frac = np.linspace(0.0, 0.9, sim.num_agents)[:, None] * np.array([1.0, 0.5, 0.25])
+    sim.used[:] = np.floor(sim.capacity * frac)
+    sim._refresh()
     g = sim.graph()
-    rows = np.flatnonzero(g["ids"]["pending"] >= 0)[:3]
-    agent = np.zeros(len(rows), dtype=np.int64)
-    free = sim.capacity[0] - sim.used[0]
-    need = sim.j_min[g["ids"]["pending"][rows]]
+    rows = np.flatnonzero(g["ids"]["pending"] >= 0)[:4]
+    assert len(rows) >= 2
+    agent = np.repeat(np.arange(sim.num_agents), len(rows))
+    task = np.tile(rows, sim.num_agents)
+    free = sim.capacity[agent] - sim.used[agent]
+    need = sim.j_min[g["ids"]["pending"][task]]
     want = np.where(need > 0, free / np.maximum(need, 1e-12), np.inf).min(1)
-    np.testing.assert_allclose(resource_fit(g, agent, rows), want, rtol=1e-5)
+    assert len(np.unique(want)) > 2 and (want > 0).any()  # a check that can fail
+    np.testing.assert_allclose(resource_fit(g, agent, task), want, rtol=1e-5)
 
 
 # ------------------------------------------------------------------ ablations

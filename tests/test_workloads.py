@@ -194,7 +194,10 @@ def test_empty_window_gives_an_episode_without_jobs():
     sim.reset(0)
     assert sim.num_jobs == 0
     sim.step(np.zeros(sim.num_agents, dtype=np.int64))
-    assert sim.terminated or sim.truncated or sim.t >= 1
+    # nothing arrives, so the episode ends after its one arrival slot, not at max_slots
+    assert sim.terminated and not sim.truncated and sim.t == 1
+    m = sim.episode_metrics()
+    assert m["jobs_arrived"] == 0 == m["jobs_done"] and m["makespan"] == 0
 
 
 def test_trace_errors_name_the_parameter():
