@@ -71,7 +71,11 @@ class SimConfig:
 
     # --- workload ------------------------------------------------------------------------
     arrival_rate: float = 0.05
-    """Mean job arrivals per node per slot (``arrival_scope=node``) or per slot (``cluster``)."""
+    """Base Poisson rate of job arrivals per node per slot (``arrival_scope=node``) or per slot
+    (``cluster``). The diurnal and burst modulation multiply it, so an episode's mean rate is
+    higher: x1.31 with the edge scenarios' settings (the sinusoid starts at phase 0 and rises
+    over their 200 arrival slots; bursts triple the rate about 10% of the time). Trace-driven
+    workloads are rescaled to exactly this long-run rate."""
     arrival_scope: str = "node"
     """``node``: Poisson per node, home = that node. ``cluster``: one Poisson stream."""
     diurnal_amplitude: float = 0.3
@@ -156,11 +160,15 @@ class SimConfig:
     pending_slots: int = 1
     """Tasks an agent may choose among (1 = always the head of its queue)."""
     collision_mode: str = "overload"
-    """``overload``: accept all, slow down overloaded nodes. ``reject``: admit while fits."""
+    """``overload``: accept all, slow down overloaded nodes. ``reject``: per node, visit the
+    placements in random order and admit each that still fits (first fit; a placement that
+    does not fit is rejected and later ones are still tried)."""
     advance: str = "every_step"
     """``every_step``: clock advances every step. ``when_idle``: only when nobody places."""
     obs_delay: int = 0
-    """Neighbours' load in observations is this many slots old."""
+    """Neighbours' load in observations is this many slots old. The action mask stays current
+    (it is exactly the feasible set), so staleness hides load trends and the other agents'
+    concurrent choices, not which single placement fits now."""
     invalid_action: str = "raise"
     """``raise`` on an out-of-range or masked action, or ``defer`` (treat it as defer)."""
     max_slots: int = 400

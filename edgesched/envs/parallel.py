@@ -47,7 +47,8 @@ class EdgeSchedParallelEnv(ParallelEnv):
     Action:
         ``Discrete(1 + pending_slots * (K+1) * L)``. 0 defers; ``1 + ((slot*(K+1)) + k)*L
         + l`` places the next worker of pending job ``slot`` on target ``k`` with allocation
-        level ``l``. The mask marks exactly the feasible actions. Masked or out-of-range
+        level ``l``. The mask marks exactly the feasible actions, from the current state even
+        when ``obs_delay`` makes the load features stale. Masked or out-of-range
         actions raise (``invalid_action='raise'``, default) or defer (``'defer'``).
 
     Reward:

@@ -296,6 +296,16 @@ def render_tapfinger(tables: dict[str, list[Row]]) -> str | None:
         "resamples the evaluation seeds paired (tapfinger's score per seed is the mean over "
         "its training seeds).",
         "",
+        "Differences from the published comparison (DESIGN §4.4): the paper's table used "
+        "*preemptive* Tiresias and Optimus (allocations change between slots; a slot in which "
+        "a running task's allocation changes progresses at a switch weight of 0.5 or 1). "
+        "edgesched keeps TapFinger's setting non-preemptive for every scheduler, so its "
+        "Tiresias and Optimus are non-preemptive adaptations (their docstrings give the "
+        "rules); the gaps below are against those, not against the published baselines. "
+        "Agents refill their 10 pending slots after every decision round, not only when the "
+        "clock advances as in TapFinger's code, and a queued task's reward cost is charged "
+        "to one agent (its home), not to every agent that sees it.",
+        "",
         "Reproduce: the commands in `conf/algo/tapfinger.yaml` and "
         "`conf/benchmark/tapfinger-hetero6.yaml`, then `python -m edgesched.leaderboard "
         "collect` and `build`.",
