@@ -561,3 +561,27 @@ def test_return_counts_censored_time_of_unfinished_jobs() -> None:
     c = sim.job_counts()
     assert c["running"] + c["queued"] > 0  # some jobs are censored
     assert total == pytest.approx(-total_jct_slots(sim), abs=1e-6)
+
+
+@pytest.mark.parametrize("bound", [None, 0])
+def test_memoized_mask_rows_equal_the_direct_mask(bound: int | None) -> None:
+    """tapfinger-hetero6 builds its mask from memoized agent rows; they must equal the
+    direct computation every step, also when the memo is cleared at every step (bound 0)."""
+    sim = build({"scenario": "tapfinger-hetero6", "max_jobs": 120})
+    assert sim._mask_rows is not None  # the memoized path is the one under test
+    direct = build({"scenario": "tapfinger-hetero6", "max_jobs": 120})
+    direct._mask_rows = None  # the vectorized computation, no memo
+    if bound is not None:
+        sim._mask_rows_max = bound
+    sim.reset(seed=3)
+    direct.reset(seed=3)
+    rng = np.random.default_rng(0)
+    steps = 0
+    while not (sim.terminated or sim.truncated):
+        np.testing.assert_array_equal(sim.mask, direct.mask)
+        a = random_feasible(sim, rng, p_place=0.7)
+        sim.step(a)
+        direct.step(a)
+        steps += 1
+    assert steps > 100
+    assert bound is None or len(sim._mask_rows) <= sim.num_agents

@@ -112,6 +112,8 @@ class EdgeClusterSim:
         self._grid_r = [self._alloc_add[:, r] for r in range(3)]  # grid mode: absolute levels
         # grid mode checks memory (the job's minimum at every level) only if a model needs any
         self._grid_mem = bool((self._min_demand_m[:, 2] > 0).any())
+        m_ok = self._model_alloc_tables()[1]
+        self._grid_ok_common = m_ok[0] if self._grid and (m_ok == m_ok[0]).all() else None
         self._scales_eps = self._alloc_scale[:, 0] - 1e-9  # scale mode: level multipliers
         self.pending_slots = config.pending_slots
         self.num_actions = 1 + self.pending_slots * self.k1 * self.num_levels
@@ -150,6 +152,12 @@ class EdgeClusterSim:
             axis=-1,
         ).astype(np.float32)
         self._nbr_valid = c.neighbors >= 0
+        # observation template: zeros, and the static link features of every neighbour
+        self._obs_template = np.zeros((self.num_agents, self.obs_dim), np.float32)
+        tail = self._obs_template[:, self.obs_dim - self.k1 * (NODE_FEATURES + 3) :]
+        tail.reshape(self.num_agents, self.k1, NODE_FEATURES + 3)[..., NODE_FEATURES:] = (
+            self._nbr_link
+        )
         self._all_nbr_valid = bool(self._nbr_valid.all())
         self._cap2_total = np.maximum(c.capacity[:, :2].sum(0), 1e-12)  # cluster CPUs, GPUs
         self._inv_cap = np.divide(
@@ -163,8 +171,16 @@ class EdgeClusterSim:
         phase = 2 * np.pi * np.arange(config.diurnal_period_slots) / config.diurnal_period_slots
         self._time_feat = np.stack([np.sin(phase), np.cos(phase)], axis=1).astype(np.float32)
         self._agent_idx = np.arange(self.num_agents)
-        dec = self.decode(np.arange(self.num_actions))  # row 0 (defer) is never looked up
-        self._dec_slot, self._dec_k, self._dec_level = (x.astype(np.int64) for x in dec)
+        # (3, A): slot, neighbour and level of each action; column 0 (defer) is never read
+        self._dec_table = np.stack(self.decode(np.arange(self.num_actions))).astype(np.int64)
+        self._small = self.num_agents <= 32
+        # memoized mask rows (_cached_mask): valid when a row depends only on the targets'
+        # free CPU/GPU and the number of filled slots; bounded to about 16 MB
+        cacheable = self._grid_ok_common is not None and not self._grid_mem
+        self._mask_rows: dict[tuple[float, ...], np.ndarray] | None = (
+            {} if cacheable and self._all_nbr_valid else None
+        )
+        self._mask_rows_max = max(256, (16 << 20) // self.num_actions)
         # when every agent can only target itself, two placements never share a node
         self._targets_distinct = bool(
             self.k1 == 1 and (c.neighbors[:, 0] == np.arange(self.num_agents)).all()
@@ -316,6 +332,7 @@ class EdgeClusterSim:
         else:
             size_factor = np.exp(cfg.job_size_sigma * rng.standard_normal(jn))
         if self._tapfinger:
+            self._j_is_lm = self._is_lm[self.j_model]
             self.j_tau = np.ones(jn)
             self.j_max_samples = np.full(jn, np.inf)
             self.j_x90 = np.ones(jn)
@@ -466,9 +483,11 @@ class EdgeClusterSim:
         return self.q_ck // self._key_span, self.q_job
 
     # ------------------------------------------------------------------ observations
-    def _node_features(self) -> np.ndarray:
+    def _node_features(self, free: np.ndarray | None = None) -> np.ndarray:
         nf = self._node_static.copy()
-        np.multiply(self.capacity - self.used, self._inv_cap, out=nf[:, :3])
+        if free is None:
+            free = self.capacity - self.used
+        np.multiply(free, self._inv_cap, out=nf[:, :3])
         nf[:, 7] = self.node_workers / 8.0
         nf[:, 8] = np.minimum(self.qlen, 1e4) / 10.0
         return nf
@@ -479,12 +498,12 @@ class EdgeClusterSim:
         Layout: present, minimum demand / max capacity (3), workers / 4, log size / 20,
         priority one-hot, model one-hot, placed workers / 4, waiting slots / 100.
         """
-        f = self.j_static[jobs]  # a fresh array; -1 hits the all-zero sentinel row
-        ns = self.job_features - 2  # the last two columns are dynamic
-        f[..., ns] = self.placed[jobs] * 0.25
+        # a fresh array; -1 hits the all-zero sentinel row. The placed-workers column is
+        # kept current in j_static by place(), so only the waiting time is computed here.
+        f = self.j_static[jobs]
         # the sentinel's arrival is +inf, so its waiting time clips to 0
         wait = np.maximum(self.t - self._j_arrival_ext[jobs], 0.0)
-        f[..., ns + 1] = np.minimum(wait, 1000.0) * 0.01
+        f[..., self.job_features - 1] = np.minimum(wait, 1000.0) * 0.01
         return f
 
     def _time_features(self) -> np.ndarray:
@@ -501,7 +520,8 @@ class EdgeClusterSim:
     def _refresh(self) -> None:
         """Recompute node features, pending tasks, observations and masks after a change."""
         self._update_qlen()
-        nf = self._node_features()
+        free = self.capacity - self.used  # may be negative under overload
+        nf = self._node_features(free)
         self._node_feat = nf
         if self.cfg.obs_delay:
             hist = self._node_feat_hist
@@ -523,33 +543,34 @@ class EdgeClusterSim:
             self.head = np.full(has.shape, -1, dtype=np.int64)
         jf = self._job_features(self.head)
         n = self.num_agents
-        # a fresh array every step: callers may keep observations (rollout buffers)
-        obs = np.empty((n, self.obs_dim), np.float32)
+        # a fresh array every step (callers may keep observations, e.g. rollout buffers),
+        # copied from a template that already holds the static neighbour-link features
+        obs = self._obs_template.copy()
         obs[:, :NODE_FEATURES] = nf
         o = NODE_FEATURES
-        obs[:, o : o + 2] = self._time_features()
+        obs[:, o : o + 2] = self._time_feat[self.t % len(self._time_feat)]
         obs[:, o + 2] = nf[:, 8]
         o += 3
         obs[:, o : o + jf[0].size] = jf.reshape(n, -1)
-        o += jf[0].size
-        nbr = obs[:, o:].reshape(n, self.k1, NODE_FEATURES + 3)
+        nbr = obs[:, o + jf[0].size :].reshape(n, self.k1, NODE_FEATURES + 3)
         nbr[..., :NODE_FEATURES] = stale[self._nbr_safe]
-        nbr[..., NODE_FEATURES:] = self._nbr_link
         if not self._all_nbr_valid:
             nbr *= self._nbr_valid[..., None]
         self.obs = obs
         self._head_feat = jf
-        self.mask = self._compute_mask()
+        self.mask = self._compute_mask(free, has)
 
-    def _compute_mask(self) -> np.ndarray:
+    def _compute_mask(self, free: np.ndarray, has: np.ndarray) -> np.ndarray:
+        """Feasible-action mask from the free capacity and which pending slots hold a job."""
         # Written per resource on purpose: numpy reductions over a length-3 last axis cost
         # more than the comparisons themselves at these sizes.
         # Must equal: slot holds a job, target exists, min demand <= alloc <= free (DESIGN).
         j = self.head  # -1 (empty slot) hits the never-fitting sentinel allocation
-        free = self.capacity - self.used  # may be negative under overload
-        free += 1e-9
+        free = free + 1e-9
         ft = free[self._nbr_safe]  # (N, K1, 3)
         n = self.num_agents
+        if self._mask_rows is not None:
+            return self._cached_mask(ft)
         mask = np.empty((n, self.num_actions), dtype=bool)
         mask[:, 0] = True
         # a view (split of the contiguous last axis): the result is written in place
@@ -559,7 +580,14 @@ class EdgeClusterSim:
             # (agent, target, level), then the job's minimum demand (False for the sentinel)
             fit = np.less_equal(self._grid_r[0], ft[..., 0:1])
             fit &= np.less_equal(self._grid_r[1], ft[..., 1:2])  # (N, K1, L)
-            np.logical_and(fit[:, None], self._j_alloc_ok_ext[j][:, :, None, :], out=out)
+            if self._grid_ok_common is not None:
+                # every model admits the same levels (TapFinger: one minimum demand), so a
+                # slot's row is the fitting admitted levels if it holds a job, else all False
+                fit &= self._grid_ok_common
+                out[...] = fit[:, None]
+                out[~has] = False
+            else:
+                np.logical_and(fit[:, None], self._j_alloc_ok_ext[j][:, :, None, :], out=out)
             if self._grid_mem:
                 # memory is the job's minimum at every grid level
                 mem = self._j_min_ext[j][:, :, 2:3] <= ft[:, None, :, 2]  # (N, P, K1)
@@ -577,6 +605,46 @@ class EdgeClusterSim:
         if not self._all_nbr_valid:
             out &= self._nbr_valid[:, None, :, None]
         return mask
+
+    def _cached_mask(self, ft: np.ndarray) -> np.ndarray:
+        """Grid-mode mask from memoized agent rows (see ``_mask_rows`` in ``__init__``).
+
+        When every model admits the same grid levels, no model needs memory and every
+        neighbour exists, an agent's whole row is a function of its targets' free CPU and
+        GPU and of how many of its pending slots hold a job. Those take few distinct values
+        (TapFinger: integer amounts), so rows are computed once and reused.
+        """
+        rows_cache = self._mask_rows
+        p = self.pending_slots
+        if len(rows_cache) > self._mask_rows_max:
+            rows_cache.clear()  # bounds memory; rows are recomputed on demand
+        rows = []
+        for f, h in zip(
+            ft[..., :2].reshape(self.num_agents, -1).tolist(), self.qlen.tolist(), strict=True
+        ):
+            key = (*f, h if h < p else p)
+            row = rows_cache.get(key)
+            if row is None:
+                row = rows_cache[key] = self._mask_row(f, key[-1])
+            rows.append(row)
+        return np.array(rows)  # a fresh array: callers may keep masks
+
+    def _mask_row(self, free_cg: list[float], filled: int) -> np.ndarray:
+        """One agent's grid-mode mask row (cached path).
+
+        Args:
+            free_cg: free (CPU, GPU) of each placement target, flattened (+1e-9 slack).
+            filled: pending slots that hold a job.
+        """
+        row = np.zeros(self.num_actions, dtype=bool)
+        row[0] = True
+        fit = np.empty((self.k1, self.num_levels), dtype=bool)
+        for k in range(self.k1):
+            fit[k] = np.less_equal(self._grid_r[0], free_cg[2 * k])
+            fit[k] &= np.less_equal(self._grid_r[1], free_cg[2 * k + 1])
+        fit &= self._grid_ok_common
+        row[1:].reshape(self.pending_slots, self.k1, self.num_levels)[:filled] = fit
+        return row
 
     @property
     def level_scale(self) -> np.ndarray:
@@ -631,12 +699,17 @@ class EdgeClusterSim:
                 f"actions must be an integer array of shape ({self.num_agents},); got "
                 f"shape {a.shape} dtype {a.dtype}"
             )
-        if a.min() >= 0 and a.max() < self.num_actions:
-            bad = ~self.mask[self._agent_idx, a]
+        if self._small:
+            # Python's min/max over a short list beat two numpy reductions
+            al = a.tolist()
+            in_range = min(al) >= 0 and max(al) < self.num_actions
         else:
+            in_range = a.min() >= 0 and a.max() < self.num_actions
+        # np.count_nonzero, not .any()/.all(): those go through a Python wrapper that costs
+        # more than the test itself on arrays this small (here and below on the hot path)
+        if not in_range or np.count_nonzero(self.mask[self._agent_idx, a]) < len(a):
             bad = ~self.mask[self._agent_idx, np.clip(a, 0, self.num_actions - 1)]
             bad |= (a < 0) | (a >= self.num_actions)
-        if bad.any():
             self.counters.invalid_actions += int(bad.sum())
             if self.cfg.invalid_action == "raise":
                 ag = int(np.flatnonzero(bad)[0])
@@ -648,10 +721,9 @@ class EdgeClusterSim:
                     f"0..{self.num_actions - 1}; set invalid_action='defer' to defer instead)"
                 )
             a = np.where(bad, 0, a)
-        agents = (a > 0).nonzero()[0]
-        # table lookups: three gathers instead of decode's five arithmetic passes
-        acts = a[agents]
-        slot, k, level = self._dec_slot[acts], self._dec_k[acts], self._dec_level[acts]
+        agents = a.nonzero()[0]  # actions are >= 0 here; 0 is defer
+        # one table lookup instead of decode's five arithmetic passes
+        slot, k, level = self._dec_table.take(a[agents], axis=1)
         jobs = self.head[agents, slot]
         targets = self.cluster.neighbors[agents, k]
         info = self.place(agents, jobs, targets, level, distinct_agents=True)
@@ -720,7 +792,10 @@ class EdgeClusterSim:
         # placement fits alone (mask), so without a shared target there is none to check
         n = self.num_agents
         colliding = None
-        if not (distinct_agents and self._targets_distinct) and _has_duplicates(targets):
+        shared_targets = not (distinct_agents and self._targets_distinct) and _has_duplicates(
+            targets
+        )
+        if shared_targets:
             demand = np.zeros((n, 3))
             np.add.at(demand, targets, alloc)
             count = np.bincount(targets, minlength=n)
@@ -753,13 +828,19 @@ class EdgeClusterSim:
         self.w_node[jobs, widx] = targets
         self.w_alloc[jobs, widx] = alloc
         self.w_level[jobs, widx] = level
-        self.w_iter0[jobs, widx] = self._iteration_seconds(jobs, level, targets)
+        # TapFinger's "iteration time" is the GPU count (see _iteration_seconds): already in
+        # hand as the allocation's GPU column, which saves a gather per round
+        self.w_iter0[jobs, widx] = (
+            alloc[:, 1] if self._tapfinger else self._iteration_seconds(jobs, level, targets)
+        )
         np.add.at(self.used, targets, alloc)
         np.add.at(self.node_workers, targets, 1.0)
         self.placed[jobs] += 1
+        self.j_static[jobs, self.job_features - 2] = self.placed[jobs] * 0.25
         if self._shared:
             self.owner[jobs] = agents
-        started = jobs[self.placed[jobs] == self.j_workers[jobs]]
+        # single-worker jobs (e.g. TapFinger's) start with their one placement
+        started = jobs if self.max_workers == 1 else jobs[self.placed[jobs] == self.j_workers[jobs]]
         if len(started):
             self._start(started)
         info["placements"] = len(jobs)
@@ -926,13 +1007,17 @@ class EdgeClusterSim:
         return changed
 
     # ------------------------------------------------------------------ clock
-    def contention(self) -> np.ndarray:
+    def contention(self, ratio: np.ndarray | None = None) -> np.ndarray:
         """Per-node slowdown: oversubscription ** contention_exponent (1 when within capacity).
 
         Oversubscription is the largest ratio of used to capacity over the resources; a node
         at 150% of its GPUs time-shares them, so each task runs 1.5x slower (exponent 1).
+
+        Args:
+            ratio: ``used / capacity`` per node and resource, if the caller has it already.
         """
-        ratio = self.used * self._inv_cap
+        if ratio is None:
+            ratio = self.used * self._inv_cap
         ratio = np.maximum(np.maximum(ratio[:, 0], ratio[:, 1]), np.maximum(ratio[:, 2], 1.0))
         if self.cfg.contention_exponent != 1.0:
             ratio **= self.cfg.contention_exponent
@@ -956,10 +1041,11 @@ class EdgeClusterSim:
             rewards = -np.full(n, in_sys.sum() / n)
         else:
             rewards = -in_sys.astype(np.float64)
-        cont = self.contention()
+        ratio = self.used * self._inv_cap  # shared by the contention and utilization terms
+        cont = self.contention(ratio)
         n_over = int(np.count_nonzero(cont > 1.0))
         self.counters.overload_node_slots += n_over
-        util = np.minimum(self.used[:, :2] * self._inv_cap[:, :2], 1.0)
+        util = np.minimum(ratio[:, :2], 1.0)
         self.counters.util_sum += 0.5 * (util[:, 0] + util[:, 1])
         self.counters.occupied_share_sum += self.occupied_share()
         if len(running):
@@ -1018,8 +1104,7 @@ class EdgeClusterSim:
             # DESIGN §4.4: IMG 0.25 per slot; LM tanh(g/16) * sqrt(1.2 - p); p in [0, 1]
             g = self.w_iter0[running, 0]
             p = self.progress[running]
-            lm = self._is_lm[self.j_model[running]]
-            step = _tapfinger_step(lm, g, p)
+            step = _tapfinger_step(self._j_is_lm[running], g, p)
             if overloaded:
                 step = step / cont[nsafe[:, 0]]
             p = p + step
@@ -1056,15 +1141,20 @@ class EdgeClusterSim:
                 gain = k * u * (1.0 - q) / np.maximum(x, 1e-12) * (0.1 * self.j_x90[running])
                 done |= stop & (gain < self.cfg.edgegossip_min_gain)
         self.quality[running] = q
-        if done.any():
+        if np.count_nonzero(done):
             fin = running[done]
             self.status[fin] = DONE
             self._n_done += len(fin)
             self.finish_slot[fin] = self.t + 1
-            fnodes = nodes[done]
-            fv = fnodes >= 0
-            fnodes = fnodes[fv]
-            np.subtract.at(self.used, fnodes, self.w_alloc[fin][fv])
+            if self.max_workers == 1:  # every running job holds exactly its one worker
+                fnodes = nodes[done, 0]
+                falloc = self.w_alloc[fin, 0]
+            else:
+                fnodes = nodes[done]
+                fv = fnodes >= 0
+                fnodes = fnodes[fv]
+                falloc = self.w_alloc[fin][fv]
+            np.subtract.at(self.used, fnodes, falloc)
             np.subtract.at(self.node_workers, fnodes, 1.0)
             self.running = running[~done]
         return None if q0 is None else q - q0
@@ -1279,9 +1369,12 @@ def _tapfinger_step(is_lm: np.ndarray, gpus: np.ndarray, p: np.ndarray) -> np.nd
 
 
 def _has_duplicates(a: np.ndarray) -> bool:
-    """Whether a small int array holds a repeated value."""
-    if len(a) < 2:
+    """Whether an int array holds a repeated value."""
+    n = len(a)
+    if n < 2:
         return False
+    if n <= 64:  # a Python set beats sort + compare + any (three numpy calls) at this size
+        return len(set(a.tolist())) < n
     s = np.sort(a)
     return bool((s[1:] == s[:-1]).any())
 
