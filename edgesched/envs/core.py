@@ -159,6 +159,7 @@ class EdgeClusterSim:
             self._nbr_link
         )
         self._all_nbr_valid = bool(self._nbr_valid.all())
+        self._cap2 = np.ascontiguousarray(c.capacity[:, :2])
         self._cap2_total = np.maximum(c.capacity[:, :2].sum(0), 1e-12)  # cluster CPUs, GPUs
         self._inv_cap = np.divide(
             1.0, c.capacity, out=np.zeros_like(c.capacity), where=c.capacity > 0
@@ -390,6 +391,8 @@ class EdgeClusterSim:
         # queue key: priority class first, then arrival order (job ids are in arrival order)
         self.j_key = self.j_prio.astype(np.int64) * (jn + 1) + np.arange(jn)
         self._key_span = self.num_priorities * (jn + 1)
+        # each visibility pair's queue key, so enqueueing only slices
+        self._vis_ck = self._vis_agent * self._key_span + self.j_key[self._vis_job]
         # static per-job quantities, so the hot path only gathers
         if not self._tapfinger:
             m = self.j_model
@@ -464,9 +467,9 @@ class EdgeClusterSim:
         lo, hi = self._vis_slot_ptr[slot], self._vis_slot_ptr[slot + 1]
         if hi <= lo:
             return
-        agents, jobs = self._vis_agent[lo:hi], self._vis_job[lo:hi]
+        jobs = self._vis_job[lo:hi]
         self.status[jobs] = QUEUED
-        ck = np.concatenate([self.q_ck, agents * self._key_span + self.j_key[jobs]])
+        ck = np.concatenate([self.q_ck, self._vis_ck[lo:hi]])
         order = np.argsort(ck, kind="stable")
         self.q_ck = ck[order]
         self.q_job = np.concatenate([self.q_job, jobs])[order]
@@ -941,7 +944,7 @@ class EdgeClusterSim:
 
         RLPTO's "resources occupied": ``sum_n min(used, capacity) / sum_n capacity``.
         """
-        held = np.minimum(self.used[:, :2], self.capacity[:, :2]).sum(0) / self._cap2_total
+        held = np.add.reduce(np.minimum(self.used[:, :2], self._cap2), axis=0) / self._cap2_total
         return float(held[0] + held[1]) / 2.0  # == .mean() of the two, without its overhead
 
     # ------------------------------------------------------------------ resizing
@@ -1018,7 +1021,7 @@ class EdgeClusterSim:
         """
         if ratio is None:
             ratio = self.used * self._inv_cap
-        ratio = np.maximum(np.maximum(ratio[:, 0], ratio[:, 1]), np.maximum(ratio[:, 2], 1.0))
+        ratio = np.maximum(np.maximum.reduce(ratio, axis=1), 1.0)
         if self.cfg.contention_exponent != 1.0:
             ratio **= self.cfg.contention_exponent
         return ratio
@@ -1045,8 +1048,9 @@ class EdgeClusterSim:
         cont = self.contention(ratio)
         n_over = int(np.count_nonzero(cont > 1.0))
         self.counters.overload_node_slots += n_over
+        # ufunc reductions called directly: .sum()/.max() add a Python wrapper per call
         util = np.minimum(ratio[:, :2], 1.0)
-        self.counters.util_sum += 0.5 * (util[:, 0] + util[:, 1])
+        self.counters.util_sum += np.add.reduce(util, axis=1) * 0.5  # mean of CPU and GPU
         self.counters.occupied_share_sum += self.occupied_share()
         if len(running):
             gain = self._progress(running, cont if n_over else None)
