@@ -25,7 +25,7 @@ from edgesched.leaderboard.__main__ import main
 from edgesched.leaderboard.build import build, compute_rows
 from edgesched.leaderboard.collect import collect, parse_seeds
 from edgesched.leaderboard.records import RecordError, group_tables, load_records
-from edgesched.leaderboard.validate import validate_records
+from edgesched.leaderboard.validate import diff, validate_records
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "leaderboard"
@@ -261,6 +261,18 @@ def test_duplicate_and_inconsistent_records_are_rejected(tmp_path):
 
 
 # ------------------------------------------------------------------------------ validate
+def test_validate_ignores_wall_clock_fields_but_not_results():
+    """Wall-clock fields (rlpto's per-episode wall_s, shield latencies) never reproduce and
+    are skipped; every other number must match."""
+    rec = {"per_episode": [{"jct_mean": 10.0, "wall_s": 0.2, "shield_latency_ms": 1.0}]}
+    rerun = {"per_episode": [{"jct_mean": 10.0, "wall_s": 67.7, "shield_latency_ms": 9.0}]}
+    assert diff(rec, rerun, 1e-6) == []
+    rerun["per_episode"][0]["jct_mean"] = 10.5
+    assert diff(rec, rerun, 1e-6) == [".per_episode[0].jct_mean: recorded 10.0, re-run 10.5"]
+    del rerun["per_episode"][0]["wall_s"]  # presence is still checked
+    assert ".per_episode[0].wall_s: only in record" in diff(rec, rerun, 1e-6)
+
+
 def test_validate_reproduces_heuristics_and_detects_tampering(tmp_path, capsys):
     rows = _fixture_rows()
     heuristics = [r for r in rows if r["train_seed"] is None]

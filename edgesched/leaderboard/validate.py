@@ -40,7 +40,13 @@ class ValidationReport:
 
 
 WALL_CLOCK_METRICS = frozenset(
-    {"shield_latency_ms", "shield_compute_total_ms", "head_latency_ms", "head_busy_ms_per_slot"}
+    {
+        "shield_latency_ms",
+        "shield_compute_total_ms",
+        "head_latency_ms",
+        "head_busy_ms_per_slot",
+        "wall_s",  # rlpto's per-episode evaluation time
+    }
 )
 """Measured wall-clock times: recorded for the scalability studies, never reproducible, so
 only their presence is checked."""
