@@ -136,9 +136,29 @@ def test_relative_reduction_is_paired_over_seeds():
 # -------------------------------------------------------------------------------- build
 def test_build_fixture_matches_expected_table(tmp_path):
     written = build([RECORDS], [], tmp_path, plots=False)
-    assert sorted(p.name for p in written) == ["edge10.csv", "edge10.md"]
+    assert sorted(p.name for p in written) == ["coverage.md", "edge10.csv", "edge10.md"]
     for name in ("edge10.md", "edge10.csv"):
         assert (tmp_path / name).read_bytes() == (FIXTURES / "expected" / name).read_bytes(), name
+
+
+def test_coverage_page_counts_seeds_and_lists_what_the_protocol_lacks(tmp_path):
+    from edgesched.algos import list_algorithms
+    from edgesched.baselines import list_baselines
+
+    build([RECORDS], [], tmp_path, plots=False)
+    page = (tmp_path / "coverage.md").read_text()
+    header = next(line for line in page.splitlines() if line.startswith("| entry"))
+    assert header == "| entry | kind | edge10 | edge50 | edge100 | tapfinger-hetero6 |"
+    rows = {line.split(" | ")[0][2:]: line for line in page.splitlines() if line.count("|") > 5}
+    assert rows["mappo"] == "| mappo | learned | 3 train | - | - | - |"
+    assert rows["random"] == "| random | heuristic | 4 eval | - | - | - |"
+    for name in list_baselines() + list_algorithms():
+        assert name in rows, name  # every registered entry has a row, with records or not
+    missing = page.split("Still missing for the protocol: ")[1].strip().split("; ")
+    assert "mappo on edge50 (0 of 3 training seeds)" in missing
+    assert "random on edge10" not in missing  # list membership: edge100 is another item
+    assert not [m for m in missing if m.startswith("mappo on edge10 ")]
+    assert "random on edge100" in missing
 
 
 def test_fixture_numbers_match_a_direct_computation():
