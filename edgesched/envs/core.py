@@ -795,10 +795,7 @@ class EdgeClusterSim:
         # placement fits alone (mask), so without a shared target there is none to check
         n = self.num_agents
         colliding = None
-        shared_targets = not (distinct_agents and self._targets_distinct) and _has_duplicates(
-            targets
-        )
-        if shared_targets:
+        if not (distinct_agents and self._targets_distinct) and _has_duplicates(targets):
             demand = np.zeros((n, 3))
             np.add.at(demand, targets, alloc)
             count = np.bincount(targets, minlength=n)
