@@ -156,9 +156,9 @@ def test_coverage_page_counts_seeds_and_lists_what_the_protocol_lacks(tmp_path):
         assert name in rows, name  # every registered entry has a row, with records or not
     missing = page.split("Still missing for the protocol: ")[1].strip().split("; ")
     assert "mappo on edge50 (0 of 3 training seeds)" in missing
-    assert "random on edge10" not in missing  # list membership: edge100 is another item
     assert not [m for m in missing if m.startswith("mappo on edge10 ")]
-    assert "random on edge100" in missing
+    assert "random on edge10 (4 of 10 evaluation seeds)" in missing  # the fixture has 4
+    assert "random on edge100 (0 of 10 evaluation seeds)" in missing
 
 
 def test_fixture_numbers_match_a_direct_computation():
