@@ -551,7 +551,7 @@ class EdgeClusterSim:
         obs = self._obs_template.copy()
         obs[:, :NODE_FEATURES] = nf
         o = NODE_FEATURES
-        obs[:, o : o + 2] = self._time_feat[self.t % len(self._time_feat)]
+        obs[:, o : o + 2] = self._time_features()
         obs[:, o + 2] = nf[:, 8]
         o += 3
         obs[:, o : o + jf[0].size] = jf.reshape(n, -1)
@@ -561,10 +561,10 @@ class EdgeClusterSim:
             nbr *= self._nbr_valid[..., None]
         self.obs = obs
         self._head_feat = jf
-        self.mask = self._compute_mask(free, has)
+        self.mask = self._compute_mask(free)
 
-    def _compute_mask(self, free: np.ndarray, has: np.ndarray) -> np.ndarray:
-        """Feasible-action mask from the free capacity and which pending slots hold a job."""
+    def _compute_mask(self, free: np.ndarray) -> np.ndarray:
+        """Feasible-action mask from the free capacity and the pending slots' jobs."""
         # Written per resource on purpose: numpy reductions over a length-3 last axis cost
         # more than the comparisons themselves at these sizes.
         # Must equal: slot holds a job, target exists, min demand <= alloc <= free (DESIGN).
@@ -583,14 +583,7 @@ class EdgeClusterSim:
             # (agent, target, level), then the job's minimum demand (False for the sentinel)
             fit = np.less_equal(self._grid_r[0], ft[..., 0:1])
             fit &= np.less_equal(self._grid_r[1], ft[..., 1:2])  # (N, K1, L)
-            if self._grid_ok_common is not None:
-                # every model admits the same levels (TapFinger: one minimum demand), so a
-                # slot's row is the fitting admitted levels if it holds a job, else all False
-                fit &= self._grid_ok_common
-                out[...] = fit[:, None]
-                out[~has] = False
-            else:
-                np.logical_and(fit[:, None], self._j_alloc_ok_ext[j][:, :, None, :], out=out)
+            np.logical_and(fit[:, None], self._j_alloc_ok_ext[j][:, :, None, :], out=out)
             if self._grid_mem:
                 # memory is the job's minimum at every grid level
                 mem = self._j_min_ext[j][:, :, 2:3] <= ft[:, None, :, 2]  # (N, P, K1)
@@ -828,11 +821,7 @@ class EdgeClusterSim:
         self.w_node[jobs, widx] = targets
         self.w_alloc[jobs, widx] = alloc
         self.w_level[jobs, widx] = level
-        # TapFinger's "iteration time" is the GPU count (see _iteration_seconds): already in
-        # hand as the allocation's GPU column, which saves a gather per round
-        self.w_iter0[jobs, widx] = (
-            alloc[:, 1] if self._tapfinger else self._iteration_seconds(jobs, level, targets)
-        )
+        self.w_iter0[jobs, widx] = self._iteration_seconds(jobs, level, targets)
         np.add.at(self.used, targets, alloc)
         np.add.at(self.node_workers, targets, 1.0)
         self.placed[jobs] += 1
@@ -1147,15 +1136,10 @@ class EdgeClusterSim:
             self.status[fin] = DONE
             self._n_done += len(fin)
             self.finish_slot[fin] = self.t + 1
-            if self.max_workers == 1:  # every running job holds exactly its one worker
-                fnodes = nodes[done, 0]
-                falloc = self.w_alloc[fin, 0]
-            else:
-                fnodes = nodes[done]
-                fv = fnodes >= 0
-                fnodes = fnodes[fv]
-                falloc = self.w_alloc[fin][fv]
-            np.subtract.at(self.used, fnodes, falloc)
+            fnodes = nodes[done]
+            fv = fnodes >= 0
+            fnodes = fnodes[fv]
+            np.subtract.at(self.used, fnodes, self.w_alloc[fin][fv])
             np.subtract.at(self.node_workers, fnodes, 1.0)
             self.running = running[~done]
         return None if q0 is None else q - q0
