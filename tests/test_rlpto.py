@@ -120,3 +120,93 @@ def test_quality_gain_feature_is_the_gain_over_the_last_slot():
         gains_seen += int((feats[:, tr.num_prio + 3] > 0).sum())
         sim.step(tr.placer.act(sim.obs, sim.mask, None))
     assert gains_seen > 0
+
+
+def test_run_evaluation_forecasts_like_the_policy_reloaded_from_its_file(monkeypatch):
+    """The end-of-run evaluation and a re-run from the saved actor (as ``load_policy`` does
+    it: a new trainer with seed 0) use the same forecaster and give the same episodes.
+
+    Regression: the forecaster's GRU was seeded with the trainer's seed, which the saved
+    actor did not carry, and once the capped history was full the run evaluated with a
+    forecaster fitted on an older history than the one saved (so leaderboard validation
+    failed in rare episodes).
+    """
+    from edgesched.algos.rlpto import trainer as rlpto_trainer
+
+    # a small cap, so the history fills in a few updates, and fits on fewer windows than
+    # ARIMA needs, so they are quick (the GRU, whose seed matters, is fitted)
+    monkeypatch.setattr(rlpto_trainer, "HISTORY_WINDOWS", 40)
+    monkeypatch.setattr(rlpto_trainer, "FIT_WINDOWS", 30)
+    cfg = OmegaConf.structured(AlgoConfig(name="rlpto"))
+    cfg.hidden = [16, 16]
+    cfg.forecast_refit = 1
+    spec = EnvSpec.of(EdgeClusterSim(make_config("edge10")))
+    tr = RLPTOTrainer(cfg, spec, seed=1)
+    vec = VecSim(make_config("edge10", max_slots=20, arrival_slots=40), 2, seed=1)
+    full = None
+    for _ in range(8):
+        tr.update(tr.collect(vec, 20), 0.0)
+        hist = tr.actor.forecast_history.numpy().copy()
+        if full is None and len(hist) == 40:
+            full = hist  # the next update's refit is the last one, on this history
+    # the history is full and has changed since (same length, newer windows)
+    assert full is not None and len(hist) == 40 and not np.array_equal(hist, full)
+    saved = {k: v.clone() for k, v in tr.actor.state_dict().items()}  # policy.pt's actor
+
+    seeds = [10_000, 10_001]
+    ran = tr.evaluate("edge10", {"max_slots": 40}, seeds, 1)
+    fresh = RLPTOTrainer(cfg, spec, seed=0)
+    fresh.actor.load_state_dict(saved)
+    again = fresh.evaluate("edge10", {"max_slots": 40}, seeds, 1)
+
+    sim = EdgeClusterSim(make_config("edge10"))
+    sim.reset(10_000)
+    np.testing.assert_array_equal(tr._episode_forecasts(sim), fresh._episode_forecasts(sim))
+    for a, b in zip(ran["per_episode"], again["per_episode"], strict=True):
+        del a["wall_s"], b["wall_s"]
+        assert a == b
+
+
+def test_actors_saved_without_the_forecast_seed_keep_the_loading_trainers():
+    """Policy files written before the seed was saved re-evaluate as they always did
+    (``load_policy``'s trainer has seed 0), so committed records still validate."""
+    tr = _trainer("edge10")
+    old = dict(RLPTOTrainer(tr.cfg, tr.spec, seed=2).actor.state_dict())
+    del old["forecast_seed"]
+    tr.actor.load_state_dict(old)
+    assert int(tr.actor.forecast_seed) == 0 and "forecast_seed" not in old
+
+
+def test_resumed_training_forecasts_like_the_uninterrupted_run():
+    """A checkpoint taken between refits restores the forecaster fitted then, not one
+    refitted on the history that has grown since (which the uninterrupted run only uses
+    from its next refit on)."""
+    import io
+    import pickle
+
+    cfg = OmegaConf.structured(AlgoConfig(name="rlpto"))
+    cfg.hidden = [16, 16]
+    cfg.forecast_refit = 3
+    spec = EnvSpec.of(EdgeClusterSim(make_config("edge10")))
+    tr = RLPTOTrainer(cfg, spec, seed=0)
+    vec = VecSim(make_config("edge10", max_slots=20, arrival_slots=40), 2, seed=0)
+    for _ in range(7):  # refits at updates 3 and 6; the history grows at 7
+        tr.update(tr.collect(vec, 20), 0.0)
+    assert len(tr.actor.forecast_history) != tr._fitted_len  # between refits
+    buf = io.BytesIO()
+    torch.save(tr.state_dict(), buf)
+    vec_state = pickle.dumps(vec)
+
+    def forecasts(t: RLPTOTrainer, v: VecSim) -> np.ndarray:
+        out = []
+        for _ in range(2):
+            b = t.collect(v, 20)
+            t.update(b, 0.0)
+            out.append(b["forecast"])
+        return np.concatenate(out)
+
+    uninterrupted = forecasts(tr, vec)
+    resumed = RLPTOTrainer(cfg, spec, seed=0)
+    buf.seek(0)
+    resumed.load_state_dict(torch.load(buf, weights_only=False))
+    np.testing.assert_array_equal(forecasts(resumed, pickle.loads(vec_state)), uninterrupted)

@@ -31,8 +31,13 @@ RLPTO splits scheduling in two, as the paper does:
 The critic is ``V(state(), forecast)`` per environment copy; advantages (GAE on the team
 reward) are shared by all of a slot's decisions. The forecaster is refitted every
 ``forecast_refit`` updates on the arrival history of the finished training episodes (their
-arrival phase, in ``forecast_window``-slot windows); that history lives in the actor's state
-so a saved policy forecasts exactly as it did in training. On ``alloc_mode='grid'``
+arrival phase, in ``forecast_window``-slot windows) when that history has grown since the
+last fit. The history keeps the last ``HISTORY_WINDOWS`` windows; once it is full it no
+longer grows, so training keeps its last fit from then on (on edge100 at the default
+budget, from update 200). The committed rlpto results were trained so; refitting on a full but
+changed history would change them. That history and the forecaster's seed
+live in the actor's state, and evaluation fits the forecaster on the final history, so a
+saved policy forecasts exactly as it did in the run's own evaluation. On ``alloc_mode='grid'``
 scenarios (TapFinger's) there are no ordered levels, only "keep" is feasible and RLPTO
 reduces to its priority-queue placement.
 """
@@ -62,26 +67,39 @@ from ..common import (
 from .forecast import VolumeForecaster
 
 SHRINK, KEEP, GROW = 0, 1, 2
+HISTORY_WINDOWS = 4000
+"""Arrival windows of forecaster history kept (the oldest are dropped beyond)."""
+FIT_WINDOWS = 2000
+"""The forecaster is fitted on the most recent this many windows of the history."""
 
 
 class RLPTONet(nn.Module):
     """Controller, critic and the forecaster's history.
 
     The controller maps job features to 3 logits (shrink, keep, grow), the critic maps
-    (state, forecast) to a value; the forecaster's training history is a buffer, so it is
-    saved with the weights.
+    (state, forecast) to a value; the forecaster's training history and the seed of its
+    fits are buffers, so they are saved with the weights.
     """
 
-    def __init__(self, job_dim: int, state_dim: int, hidden: list[int]) -> None:
+    def __init__(self, job_dim: int, state_dim: int, hidden: list[int], seed: int = 0) -> None:
         super().__init__()
         self.policy = mlp([job_dim, *hidden], 3)
         self.critic = mlp([state_dim + 1, *hidden], 1)
         self.register_buffer("forecast_history", torch.zeros(0, dtype=torch.float64))
+        self.register_buffer("forecast_seed", torch.tensor(seed, dtype=torch.int64))
 
     def load_state_dict(self, sd, strict: bool = True, assign: bool = False):  # noqa: D102
         # the history's length varies; adopt the saved one
         self.forecast_history = sd["forecast_history"].clone()
         return super().load_state_dict(sd, strict=strict, assign=assign)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        # (torch passes its own copy of the state dict here)
+        if prefix + "forecast_seed" not in state_dict:
+            # saved before the seed was: keep this net's own (the seed such policies were
+            # always re-evaluated with), so their numbers do not change
+            state_dict[prefix + "forecast_seed"] = self.forecast_seed.clone()
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
 class RLPTOTrainer:
@@ -104,7 +122,7 @@ class RLPTOTrainer:
         torch.manual_seed(seed)
         self.num_prio = max(spec.num_priorities, 1)
         self.job_dim = self.num_prio * 2 + 12
-        self.actor = RLPTONet(self.job_dim, spec.state_dim, [int(h) for h in cfg.hidden])
+        self.actor = RLPTONet(self.job_dim, spec.state_dim, [int(h) for h in cfg.hidden], seed)
         self.opt = torch.optim.Adam(self.actor.parameters(), lr=float(cfg.lr), eps=1e-5)
         self.value_rms = RunningMeanStd()
         self.gen = torch.Generator().manual_seed(seed)
@@ -112,6 +130,8 @@ class RLPTOTrainer:
         self.window = int(cfg.forecast_window)
         self.forecaster: VolumeForecaster | None = None
         self._fitted_len = -1
+        self._fitted_hist: np.ndarray | None = None  # the history of the last fit
+        self._fits = 0  # forecaster fits so far (keys the per-episode forecast memo)
         self._episode_ids: dict[int, int] = {}
         self._last_arrivals: dict[int, np.ndarray] = {}
         self._fc_memo: dict[int, tuple[tuple[int, int], np.ndarray]] = {}
@@ -129,10 +149,23 @@ class RLPTOTrainer:
         counts = np.bincount(np.minimum(a // w, n_win - 1), minlength=n_win)[:n_win]
         return counts.astype(np.float64) if upto is None else counts[: upto // w]
 
-    def _refit(self) -> None:
+    def _refit(self, current: bool = False) -> None:
+        """Refit the forecaster when the history grew since the last fit.
+
+        Args:
+            current: refit whenever the history differs from the last fit's, even at the
+                same length (the history is capped, so once full it changes without
+                growing): evaluation fits on the final history, as a reloaded policy does.
+        """
         hist = self.actor.forecast_history.numpy()
-        if len(hist) == self._fitted_len:
+        if len(hist) == self._fitted_len and not (
+            current and not np.array_equal(hist, self._fitted_hist)
+        ):
             return
+        self._fit(hist)
+
+    def _fit(self, hist: np.ndarray) -> None:
+        """Fit the forecaster on ``hist`` (its last ``FIT_WINDOWS`` windows)."""
         # The history concatenates episodes that each restart at the same time of day, so
         # daily Fourier terms over the concatenation would be misaligned: none are used.
         season = max(1440 // self.window, 2)
@@ -143,10 +176,12 @@ class RLPTOTrainer:
             epochs=20,
             recent=8,
             min_history=32,
-            seed=self.seed,
+            seed=int(self.actor.forecast_seed),
         )
-        self.forecaster = fc.fit(hist[-2000:]) if len(hist) else None
+        self.forecaster = fc.fit(hist[-FIT_WINDOWS:]) if len(hist) else None
         self._fitted_len = len(hist)
+        self._fitted_hist = hist.copy()
+        self._fits += 1
 
     def _forecast(self, sim: EdgeClusterSim) -> float:
         """Forecast of the current window's arrivals, relative to the history's mean.
@@ -157,7 +192,7 @@ class RLPTOTrainer:
         """
         if sim.t >= sim.cfg.arrival_slots:
             return 0.0  # arrivals are over for this episode
-        key = (id(sim.j_arrival), self._fitted_len)
+        key = (id(sim.j_arrival), self._fits)
         memo = self._fc_memo.get(id(sim))
         if memo is None or memo[0] != key:
             memo = (key, self._episode_forecasts(sim))
@@ -377,7 +412,7 @@ class RLPTOTrainer:
         prev = self._episode_ids.get(key)
         if prev is not None and prev != cur and key in self._last_arrivals:
             hist = np.concatenate([self.actor.forecast_history.numpy(), self._last_arrivals[key]])
-            self.actor.forecast_history = torch.from_numpy(hist[-4000:])
+            self.actor.forecast_history = torch.from_numpy(hist[-HISTORY_WINDOWS:])
         self._episode_ids[key] = cur
         self._last_arrivals[key] = self._arrivals(sim)
 
@@ -458,9 +493,12 @@ class RLPTOTrainer:
         from edgesched.experiment.evaluation import EXTRA_METRICS, SCALAR_METRICS, cluster_reward
         from edgesched.experiment.seeds import eval_workload_seed
 
-        self._refit()
+        self._refit(current=True)
         scenario = get_scenario(env_name)
         sim = EdgeClusterSim(scenario.config(**env_overrides), scenario_id=scenario.id)
+        # per-simulator caches are keyed by id(): drop any entry of a dead object at this id
+        self._fc_memo.pop(id(sim), None)
+        self._q_snap.pop(id(sim), None)
         rows = []
         for s in eval_seeds:
             for k in range(episodes):
@@ -524,10 +562,18 @@ class RLPTOTrainer:
             "updates": self.updates,
             "episode_ids": dict(self._episode_ids),
             "last_arrivals": {k: v.copy() for k, v in self._last_arrivals.items()},
+            # the history the current forecaster was fitted on (older than the actor's own
+            # once new episodes arrived since the last refit)
+            "fitted_hist": None if self._fitted_hist is None else self._fitted_hist.copy(),
         }
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` (the forecaster is refitted from the saved history)."""
+        """Restore :meth:`state_dict`.
+
+        The forecaster is refitted on the history it was last fitted on, so a resumed run
+        forecasts as the uninterrupted one would; checkpoints written before that history
+        was saved refit on the actor's current history instead.
+        """
         self.actor.load_state_dict(sd["actor"])
         self.opt.load_state_dict(sd["opt"])
         self.value_rms = RunningMeanStd(*sd["value_rms"])
@@ -536,8 +582,12 @@ class RLPTOTrainer:
         self.updates = int(sd["updates"])
         self._episode_ids = dict(sd["episode_ids"])
         self._last_arrivals = dict(sd["last_arrivals"])
-        self._fitted_len = -1
-        self._refit()
+        fitted = sd.get("fitted_hist")
+        if fitted is None:
+            self._fitted_len = -1
+            self._refit()
+        else:
+            self._fit(np.asarray(fitted, dtype=np.float64))
 
 
 RLPTO_METRICS = (
