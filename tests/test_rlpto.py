@@ -17,12 +17,17 @@ from edgesched.experiment.schema import AlgoConfig
 from edgesched.policy import EnvSpec
 
 
-def _trainer(scenario: str, **kw) -> RLPTOTrainer:
+def _trainer(scenario: str, seed: int = 0, **kw) -> RLPTOTrainer:
     cfg = OmegaConf.structured(AlgoConfig(name="rlpto"))
     for k, v in kw.items():
         cfg[k] = v
     sim = EdgeClusterSim(make_config(scenario))
-    return RLPTOTrainer(cfg, EnvSpec.of(sim), seed=0)
+    return RLPTOTrainer(cfg, EnvSpec.of(sim), seed=seed)
+
+
+def _short_episodes(seed: int) -> VecSim:
+    """Two edge10 copies with 20-slot episodes: the forecaster history grows quickly."""
+    return VecSim(make_config("edge10", max_slots=20, arrival_slots=40), 2, seed=seed)
 
 
 def test_high_priority_jobs_finish_sooner_on_edge50_highload():
@@ -137,12 +142,8 @@ def test_run_evaluation_forecasts_like_the_policy_reloaded_from_its_file(monkeyp
     # ARIMA needs, so they are quick (the GRU, whose seed matters, is fitted)
     monkeypatch.setattr(rlpto_trainer, "HISTORY_WINDOWS", 40)
     monkeypatch.setattr(rlpto_trainer, "FIT_WINDOWS", 30)
-    cfg = OmegaConf.structured(AlgoConfig(name="rlpto"))
-    cfg.hidden = [16, 16]
-    cfg.forecast_refit = 1
-    spec = EnvSpec.of(EdgeClusterSim(make_config("edge10")))
-    tr = RLPTOTrainer(cfg, spec, seed=1)
-    vec = VecSim(make_config("edge10", max_slots=20, arrival_slots=40), 2, seed=1)
+    tr = _trainer("edge10", seed=1, hidden=[16, 16], forecast_refit=1)
+    vec = _short_episodes(seed=1)
     full = None
     for _ in range(8):
         tr.update(tr.collect(vec, 20), 0.0)
@@ -155,7 +156,7 @@ def test_run_evaluation_forecasts_like_the_policy_reloaded_from_its_file(monkeyp
 
     seeds = [10_000, 10_001]
     ran = tr.evaluate("edge10", {"max_slots": 40}, seeds, 1)
-    fresh = RLPTOTrainer(cfg, spec, seed=0)
+    fresh = RLPTOTrainer(tr.cfg, tr.spec, seed=0)
     fresh.actor.load_state_dict(saved)
     again = fresh.evaluate("edge10", {"max_slots": 40}, seeds, 1)
 
@@ -184,15 +185,11 @@ def test_resumed_training_forecasts_like_the_uninterrupted_run():
     import io
     import pickle
 
-    cfg = OmegaConf.structured(AlgoConfig(name="rlpto"))
-    cfg.hidden = [16, 16]
-    cfg.forecast_refit = 3
-    spec = EnvSpec.of(EdgeClusterSim(make_config("edge10")))
-    tr = RLPTOTrainer(cfg, spec, seed=0)
-    vec = VecSim(make_config("edge10", max_slots=20, arrival_slots=40), 2, seed=0)
+    tr = _trainer("edge10", hidden=[16, 16], forecast_refit=3)
+    vec = _short_episodes(seed=0)
     for _ in range(7):  # refits at updates 3 and 6; the history grows at 7
         tr.update(tr.collect(vec, 20), 0.0)
-    assert len(tr.actor.forecast_history) != tr._fitted_len  # between refits
+    assert len(tr.actor.forecast_history) != len(tr._fitted_hist)  # between refits
     buf = io.BytesIO()
     torch.save(tr.state_dict(), buf)
     vec_state = pickle.dumps(vec)
@@ -206,7 +203,7 @@ def test_resumed_training_forecasts_like_the_uninterrupted_run():
         return np.concatenate(out)
 
     uninterrupted = forecasts(tr, vec)
-    resumed = RLPTOTrainer(cfg, spec, seed=0)
+    resumed = RLPTOTrainer(tr.cfg, tr.spec, seed=0)
     buf.seek(0)
     resumed.load_state_dict(torch.load(buf, weights_only=False))
     np.testing.assert_array_equal(forecasts(resumed, pickle.loads(vec_state)), uninterrupted)

@@ -129,7 +129,6 @@ class RLPTOTrainer:
         self.placer = make_baseline("least_loaded", spec)
         self.window = int(cfg.forecast_window)
         self.forecaster: VolumeForecaster | None = None
-        self._fitted_len = -1
         self._fitted_hist: np.ndarray | None = None  # the history of the last fit
         self._fits = 0  # forecaster fits so far (keys the per-episode forecast memo)
         self._episode_ids: dict[int, int] = {}
@@ -158,9 +157,8 @@ class RLPTOTrainer:
                 growing): evaluation fits on the final history, as a reloaded policy does.
         """
         hist = self.actor.forecast_history.numpy()
-        if len(hist) == self._fitted_len and not (
-            current and not np.array_equal(hist, self._fitted_hist)
-        ):
+        last = self._fitted_hist
+        if last is not None and (np.array_equal(hist, last) if current else len(hist) == len(last)):
             return
         self._fit(hist)
 
@@ -179,7 +177,6 @@ class RLPTOTrainer:
             seed=int(self.actor.forecast_seed),
         )
         self.forecaster = fc.fit(hist[-FIT_WINDOWS:]) if len(hist) else None
-        self._fitted_len = len(hist)
         self._fitted_hist = hist.copy()
         self._fits += 1
 
@@ -584,7 +581,7 @@ class RLPTOTrainer:
         self._last_arrivals = dict(sd["last_arrivals"])
         fitted = sd.get("fitted_hist")
         if fitted is None:
-            self._fitted_len = -1
+            self._fitted_hist = None
             self._refit()
         else:
             self._fit(np.asarray(fitted, dtype=np.float64))
