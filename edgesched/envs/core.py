@@ -505,9 +505,13 @@ class EdgeClusterSim:
         # kept current in j_static by place(), so only the waiting time is computed here.
         f = self.j_static[jobs]
         # the sentinel's arrival is +inf, so its waiting time clips to 0
-        wait = np.maximum(self.t - self._j_arrival_ext[jobs], 0.0)
+        wait = np.maximum(self._slot_of(jobs) - self._j_arrival_ext[jobs], 0.0)
         f[..., self.job_features - 1] = np.minimum(wait, 1000.0) * 0.01
         return f
+
+    def _slot_of(self, jobs: np.ndarray) -> int | np.ndarray:
+        """Current slot of each job's simulator copy (one copy here: the clock)."""
+        return self.t
 
     def _time_features(self) -> np.ndarray:
         return self._time_feat[self.t % len(self._time_feat)]
@@ -689,6 +693,20 @@ class EdgeClusterSim:
         """
         if self.terminated or self.truncated:
             raise RuntimeError("step() called on a finished episode; call reset() first")
+        rewards, info, agents = self._place_actions(self._checked_actions(actions))
+        advance = self.cfg.advance == "every_step" or len(agents) == 0
+        if advance:
+            rewards += self.advance_clock()
+        info["advanced"] = advance
+        self.counters.steps += 1
+        self._check_end()
+        self._refresh()
+        self.return_sum += rewards
+        info["slot"] = self.t
+        return rewards, info
+
+    def _checked_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Validate one action per agent; masked ones raise or become defer (step's rules)."""
         a = np.asarray(actions)
         if a.shape != (self.num_agents,) or a.dtype.kind not in "iu":
             raise InvalidActionError(
@@ -706,7 +724,7 @@ class EdgeClusterSim:
         if not in_range or np.count_nonzero(self.mask[self._agent_idx, a]) < len(a):
             bad = ~self.mask[self._agent_idx, np.clip(a, 0, self.num_actions - 1)]
             bad |= (a < 0) | (a >= self.num_actions)
-            self.counters.invalid_actions += int(bad.sum())
+            self._note_invalid(bad)
             if self.cfg.invalid_action == "raise":
                 ag = int(np.flatnonzero(bad)[0])
                 allowed = np.flatnonzero(self.mask[ag]).tolist()
@@ -717,6 +735,10 @@ class EdgeClusterSim:
                     f"0..{self.num_actions - 1}; set invalid_action='defer' to defer instead)"
                 )
             a = np.where(bad, 0, a)
+        return a
+
+    def _place_actions(self, a: np.ndarray) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+        """Place the valid actions ``a``; return rewards so far, counters, placing agents."""
         agents = a.nonzero()[0]  # actions are >= 0 here; 0 is defer
         # one table lookup instead of decode's five arithmetic passes
         slot, k, level = self._dec_table.take(a[agents], axis=1)
@@ -728,16 +750,7 @@ class EdgeClusterSim:
             rewards -= self.cfg.collision_penalty * info.pop("collision_agent_mask")
         else:
             info.pop("collision_agent_mask")
-        advance = self.cfg.advance == "every_step" or len(agents) == 0
-        if advance:
-            rewards += self.advance_clock()
-        info["advanced"] = advance
-        self.counters.steps += 1
-        self._check_end()
-        self._refresh()
-        self.return_sum += rewards
-        info["slot"] = self.t
-        return rewards, info
+        return rewards, info, agents
 
     def place(
         self,
@@ -802,10 +815,12 @@ class EdgeClusterSim:
             info["collisions"] = int(colliding.sum())
             self.counters.collisions_proposed += info["collisions"]
             self.counters.collision_agents += int(in_coll.sum())
+            self._last_collision = (colliding, agents[in_coll], None)
             if self.cfg.collision_mode == "reject":
                 admitted = self._admit_in_random_order(targets, alloc, colliding, free)
                 info["rejected"] = int((~admitted).sum())
                 self.counters.rejected += info["rejected"]
+                self._last_collision = (colliding, agents[in_coll], targets[~admitted])
                 agents, jobs, targets, level, alloc = (
                     agents[admitted],
                     jobs[admitted],
@@ -833,8 +848,21 @@ class EdgeClusterSim:
         if len(started):
             self._start(started)
         info["placements"] = len(jobs)
-        self.counters.placements += len(jobs)
+        self._note_placed(jobs)
         return info
+
+    def _note_invalid(self, bad: np.ndarray) -> None:
+        self.counters.invalid_actions += int(np.count_nonzero(bad))
+
+    def _note_placed(self, jobs: np.ndarray) -> None:
+        self.counters.placements += len(jobs)
+
+    def _gumbel(self, jobs: np.ndarray) -> np.ndarray:
+        """Gumbel noise of contested proposals (the batched simulator draws per copy)."""
+        return self.rng.gumbel(size=len(jobs))
+
+    def _rng_of_node(self, node: int) -> np.random.Generator:
+        return self.rng
 
     def _iteration_seconds(
         self, jobs: np.ndarray, level: np.ndarray, nodes: np.ndarray
@@ -865,7 +893,7 @@ class EdgeClusterSim:
         else:
             score = np.zeros(len(jobs))
         # Gumbel-max per job draws a winner proportional to softmax(score)
-        g = score + self.rng.gumbel(size=len(jobs))
+        g = score + self._gumbel(jobs)
         order = np.lexsort((-g, jobs))
         first = np.ones(len(jobs), dtype=bool)
         first[1:] = jobs[order][1:] != jobs[order][:-1]
@@ -878,7 +906,7 @@ class EdgeClusterSim:
         for node in np.flatnonzero(colliding):
             idx = np.flatnonzero(targets == node)
             room = free[node].copy()
-            for i in self.rng.permutation(idx):
+            for i in self._rng_of_node(node).permutation(idx):
                 if (alloc[i] <= room + 1e-9).all():
                     room -= alloc[i]
                 else:
@@ -887,7 +915,7 @@ class EdgeClusterSim:
 
     def _start(self, jobs: np.ndarray) -> None:
         self.status[jobs] = RUNNING
-        self.start_slot[jobs] = self.t
+        self.start_slot[jobs] = self._slot_of(jobs)
         if self._any_balance and not self._tapfinger:
             bal = jobs[self._balance[self.j_sync[jobs]] & (self.j_workers[jobs] > 1)]
             for j in bal.tolist():
@@ -1066,7 +1094,7 @@ class EdgeClusterSim:
     def _age_queues(self, every: int) -> None:
         """Re-rank queued jobs by their aged class ``max(class - wait // every, 0)``."""
         jobs = self.q_job
-        wait = self.t - self.j_arrival[jobs]
+        wait = self._slot_of(jobs) - self.j_arrival[jobs]
         eff = np.maximum(self.j_prio[jobs] - wait // every, 0)
         agent = self.q_ck // self._key_span
         ck = agent * self._key_span + eff * (self.num_jobs + 1) + jobs
@@ -1135,7 +1163,7 @@ class EdgeClusterSim:
             fin = running[done]
             self.status[fin] = DONE
             self._n_done += len(fin)
-            self.finish_slot[fin] = self.t + 1
+            self.finish_slot[fin] = self._slot_of(fin) + 1
             fnodes = nodes[done]
             fv = fnodes >= 0
             fnodes = fnodes[fv]

@@ -116,7 +116,8 @@ def _ring(nodes: np.ndarray, valid: np.ndarray, pair_bw: np.ndarray, pair_lat: n
 
 def _ps_time(nodes, valid, mb, pair_bw, pair_lat):
     ps = nodes[:, :1]
-    src = np.where(valid, nodes, 0)
+    # padding workers read the server's own link (masked below; always a real link)
+    src = np.where(valid, nodes, ps)
     bw = pair_bw[np.broadcast_to(ps, src.shape), src]
     # every worker but worker 0 (which hosts the server) exchanges with the server; a
     # worker on the server's node still crosses the intra-node bus
