@@ -5,6 +5,7 @@ Quick start::
     import edgesched, gymnasium
     env = edgesched.make_parallel("edge50")          # PettingZoo ParallelEnv
     central = gymnasium.make("edgesched/Edge50-v0")  # Gymnasium central view
+    batch = edgesched.make_batched("edge10", copies=16)  # 16 copies as one array program
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from .envs import (
     get_scenario,
     list_scenarios,
     make_aec,
+    make_batched,
     make_parallel,
 )
 
@@ -49,5 +51,6 @@ __all__ = [
     "get_scenario",
     "list_scenarios",
     "make_aec",
+    "make_batched",
     "make_parallel",
 ]

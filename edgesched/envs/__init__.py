@@ -1,5 +1,6 @@
 """The edgesched simulator and its API views (numpy only; no torch here)."""
 
+from .batched import BatchedSim, make_batched
 from .catalog import hardware_tiers, model_catalog
 from .central import EdgeSchedCentralEnv
 from .config import ConfigError, SimConfig
@@ -9,6 +10,7 @@ from .scenarios import Scenario, get_scenario, list_scenarios, make_config, regi
 from .sync import SyncScheme, list_sync_schemes, register_sync_scheme
 
 __all__ = [
+    "BatchedSim",
     "ConfigError",
     "EdgeClusterSim",
     "EdgeSchedCentralEnv",
@@ -22,6 +24,7 @@ __all__ = [
     "list_scenarios",
     "list_sync_schemes",
     "make_aec",
+    "make_batched",
     "make_config",
     "make_parallel",
     "model_catalog",

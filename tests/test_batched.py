@@ -1,0 +1,215 @@
+"""The batched array path: copy ``b`` of a BatchedSim is a single EdgeClusterSim, bit for bit.
+
+Each test steps a :class:`BatchedSim` and one :class:`EdgeClusterSim` per copy in lockstep,
+with the same seeds and the same random joint actions, and requires identical observations,
+masks, states, rewards and end flags at every step and identical episode metrics (counters
+included) at every episode end. Finished copies restart with fresh seeds, so per-copy resets
+(and the re-layout when a workload outgrows the job blocks) are exercised too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import scenario_params
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import edgesched
+from edgesched.envs import (
+    BatchedSim,
+    ConfigError,
+    EdgeClusterSim,
+    InvalidActionError,
+    make_config,
+)
+from edgesched.envs.topology import build_cluster
+
+
+class Lockstep:
+    """A BatchedSim and its copies' single simulators, checked against each other."""
+
+    def __init__(self, cfg, copies: int, seeds: list[int], action_seed: int = 0) -> None:
+        cluster = build_cluster(cfg)
+        self.bs = BatchedSim(cfg, copies, cluster)
+        self.singles = [EdgeClusterSim(cfg, cluster) for _ in range(copies)]
+        self.bs.reset(seeds=seeds)
+        for sim, s in zip(self.singles, seeds, strict=True):
+            sim.reset(s)
+        self.rng = np.random.default_rng(action_seed)
+        self.next_seed = 10_000 + 100 * action_seed
+        self.episodes = 0
+        self.totals: dict[str, int] = {}
+        """Counters summed over the finished episodes (which dynamics the run exercised)."""
+        self.check_views()
+
+    def check_views(self) -> None:
+        obs, mask, state = self.bs.obs_batched, self.bs.mask_batched, self.bs.state()
+        for b, sim in enumerate(self.singles):
+            np.testing.assert_array_equal(obs[b], sim.obs, err_msg=f"obs of copy {b}")
+            np.testing.assert_array_equal(mask[b], sim.mask, err_msg=f"mask of copy {b}")
+            np.testing.assert_array_equal(state[b], sim.state(), err_msg=f"state of copy {b}")
+
+    def reset_copy(self, b: int, seed: int) -> None:
+        self.bs.reset_copy(b, seed)
+        self.singles[b].reset(seed)
+
+    def step(self, masked: bool = True) -> None:
+        mask = self.bs.mask_batched
+        if masked:
+            act = (self.rng.random(mask.shape) * mask).argmax(axis=2)
+        else:  # any action in range: masked ones are invalid (invalid_action='defer')
+            act = self.rng.integers(0, mask.shape[2], size=mask.shape[:2])
+        rewards, info = self.bs.step(act)
+        for b, sim in enumerate(self.singles):
+            r, single_info = sim.step(act[b])
+            np.testing.assert_array_equal(rewards[b], r, err_msg=f"rewards of copy {b}")
+            assert info["advanced"][b] == single_info["advanced"]
+            assert info["slot"][b] == single_info["slot"] == sim.t
+            assert self.bs.terminated[b] == sim.terminated
+            assert self.bs.truncated[b] == sim.truncated
+        for b in np.flatnonzero(self.bs.terminated | self.bs.truncated).tolist():
+            metrics = self.singles[b].episode_metrics()
+            np.testing.assert_equal(self.bs.episode_metrics_of(b), metrics)
+            for k in ("collisions_proposed", "rejected_placements", "task_conflicts"):
+                self.totals[k] = self.totals.get(k, 0) + metrics[k]
+            self.episodes += 1
+            self.reset_copy(b, self.next_seed)
+            self.next_seed += 1
+        self.check_views()
+
+    def run(self, steps: int, masked: bool = True) -> int:
+        for _ in range(steps):
+            self.step(masked)
+        return self.episodes
+
+
+def _stepped_out(name: str) -> dict:
+    # short episodes, so every copy finishes (and restarts) several times
+    return {"max_steps": 40, "max_slots": 40} if name.startswith("tapfinger") else {"max_steps": 40}
+
+
+@pytest.mark.parametrize("name", scenario_params())
+def test_every_scenario_matches_single_simulators(name: str) -> None:
+    cfg = make_config(name, **_stepped_out(name))
+    if cfg.obs_delay:
+        with pytest.raises(ConfigError, match="obs_delay"):
+            BatchedSim(cfg, 2)
+        return
+    episodes = Lockstep(cfg, 3, [1, 2, 3]).run(100)
+    assert episodes >= 6
+
+
+@pytest.mark.parametrize(
+    ("overrides", "exercised"),
+    [
+        ({"collision_mode": "reject"}, ("collisions_proposed", "rejected_placements")),
+        ({"visibility": "shared", "conflict_rule": "random"}, ("task_conflicts",)),
+        (
+            {"visibility": "shared", "conflict_rule": "fit", "collision_mode": "reject"},
+            ("task_conflicts", "rejected_placements"),
+        ),
+        ({"reward_mode": "team", "accuracy_gain_weight": 2.0, "resource_cost_weight": 0.5}, ()),
+        ({"priority_aging_slots": 3, "arrival_rate": 0.6}, ()),
+        ({"advance": "when_idle"}, ()),
+        ({"straggler_scale": 2.0, "sync_mix": (("ps", 0.5), ("allreduce", 0.5))}, ()),
+    ],
+    ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) if isinstance(o, dict) else "",
+)
+def test_options_match_single_simulators(overrides: dict, exercised: tuple[str, ...]) -> None:
+    cfg = make_config("edge10", max_steps=60, **overrides)
+    lock = Lockstep(cfg, 4, [5, 6, 7, 8])
+    assert lock.run(200) >= 8
+    for counter in exercised:
+        assert lock.totals[counter] > 0, counter
+
+
+def test_invalid_actions_are_deferred_and_counted_per_copy() -> None:
+    cfg = make_config("tapfinger-hetero6", invalid_action="defer", max_steps=60)
+    lock = Lockstep(cfg, 3, [0, 1, 2])
+    lock.run(150, masked=False)
+    assert lock.episodes >= 3
+    assert lock.bs.copy_sim(0).counters.invalid_actions > 0
+
+
+def test_a_larger_workload_lays_the_copies_out_again() -> None:
+    cfg = make_config("edge10", max_steps=60)
+    sizes = {}
+    for seed in range(40):
+        sim = EdgeClusterSim(cfg)
+        sim.reset(seed)
+        sizes[seed] = sim.num_jobs
+    small, big = min(sizes, key=sizes.get), max(sizes, key=sizes.get)
+    assert sizes[big] > sizes[small]
+    lock = Lockstep(cfg, 2, [small, small])
+    lock.run(20)  # the first copy keeps its running episode across the re-layout
+    capacity = lock.bs.job_capacity
+    lock.reset_copy(1, big)
+    assert lock.bs.job_capacity == sizes[big] > capacity
+    lock.check_views()
+    lock.run(100)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    copies=st.integers(1, 4),
+    seed=st.integers(0, 10_000),
+    advance=st.sampled_from(["every_step", "when_idle"]),
+    collision_mode=st.sampled_from(["overload", "reject"]),
+    visibility=st.sampled_from(["home", "shared"]),
+    pending_slots=st.integers(1, 3),
+)
+def test_random_configurations_match_single_simulators(
+    copies: int, seed: int, advance: str, collision_mode: str, visibility: str, pending_slots: int
+) -> None:
+    cfg = make_config(
+        "edge10",
+        num_nodes=6,
+        neighbors_k=3,
+        max_steps=30,
+        arrival_rate=0.4,
+        advance=advance,
+        collision_mode=collision_mode,
+        visibility=visibility,
+        pending_slots=pending_slots,
+    )
+    Lockstep(cfg, copies, [seed + b for b in range(copies)], action_seed=seed).run(60)
+
+
+def test_factory_and_views() -> None:
+    bs = edgesched.make_batched("tapfinger-hetero6", copies=4)
+    bs.reset(seed=3)
+    assert bs.obs.shape == (4 * 6, bs.obs_dim)
+    assert bs.obs_batched.shape == (4, 6, bs.obs_dim)
+    assert bs.mask_batched.shape == (4, 6, bs.num_actions)
+    assert np.shares_memory(bs.obs_batched, bs.obs)
+    assert bs.scenario_id == "tapfinger-hetero6-v0"
+    single = edgesched.make_parallel("tapfinger-hetero6").sim
+    single.reset(5)  # reset(seed=3) gives copy b the seed 3 + b
+    np.testing.assert_array_equal(bs.obs_batched[2], single.obs)
+
+
+def test_bad_input_is_rejected_with_its_name() -> None:
+    cfg = make_config("edge10")
+    with pytest.raises(ConfigError, match=r"copies=0: need an integer >= 1"):
+        BatchedSim(cfg, 0)
+    with pytest.raises(ConfigError, match="obs_delay=2"):
+        BatchedSim(make_config("edge10", obs_delay=2), 2)
+    bs = BatchedSim(make_config("edge10", max_steps=1), 2)
+    with pytest.raises(ValueError, match="seeds has 3 entries; need copies=2"):
+        bs.reset(seeds=[1, 2, 3])
+    bs.reset(seed=0)
+    with pytest.raises(InvalidActionError, match=r"shape \(2, 10\); got shape \(20,\)"):
+        bs.step(np.zeros(20, dtype=np.int64))
+    with pytest.raises(ValueError, match="b=2: need 0 <= b < copies=2"):
+        bs.reset_copy(2, 0)
+    bs.step(np.zeros((2, 10), dtype=np.int64))  # max_steps=1: both copies are done
+    assert bs.truncated.all()
+    with pytest.raises(RuntimeError, match=r"copies \[0, 1\] have finished"):
+        bs.step(np.zeros((2, 10), dtype=np.int64))
+    with pytest.raises(TypeError, match="one clock per copy"):
+        _ = bs.t
+    with pytest.raises(TypeError, match="episode_metrics_of"):
+        bs.episode_metrics()
+    with pytest.raises(NotImplementedError, match="resize"):
+        bs.resize(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
