@@ -1,15 +1,22 @@
 """Environment throughput: steps/s and agent-decisions/s with a random masked policy.
 
-Measures the array fast path (``EdgeClusterSim.step`` with an int array) and the PettingZoo
-dict API (``ParallelEnv.step`` with a dict of actions, observations as dicts) on the named
-scenarios. The policy samples uniformly among each agent's feasible actions (defer included).
-Only the environment's ``step`` (and ``reset`` between episodes) is timed: sampling from a
+Measures the array fast path (``EdgeClusterSim.step`` with an int array), the batched array
+path (``BatchedSim.step``: many copies of the scenario as one array program, finished copies
+restarted with ``reset_copy``) and the PettingZoo dict API (``ParallelEnv.step`` with a dict of
+actions, observations as dicts) on the named scenarios. The policy samples uniformly among
+each agent's feasible actions (defer included). Only the environment's ``step`` (and
+``reset``/``reset_copy`` between episodes) is timed: sampling from a
 6 x 2881 mask costs about as much as a TapFinger step, and a real policy's cost is its own.
 
 Usage::
 
     python benchmarks/env_throughput.py                 # edge10/50/100/500, tapfinger-hetero6
     python benchmarks/env_throughput.py --scenarios edge50 --seconds 5 --windows 5
+    python benchmarks/env_throughput.py --scenarios tapfinger-hetero6 --copies 64
+
+The batched path runs ``--copies`` copies (default: the largest power of two with at most 256
+agents in all; none for clusters over 128 nodes, whose steps are already dominated by the
+per-agent work).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import time
 import numpy as np
 
 import edgesched
+from edgesched.envs.batched import BatchedSim
 from edgesched.envs.core import EdgeClusterSim
 
 
@@ -64,6 +72,39 @@ def bench_array(name: str, seconds: float, windows: int, seed: int = 0) -> tuple
     return _best_rate(results, sim.num_agents)
 
 
+def default_copies(agents: int) -> int:
+    """Largest power of two with at most 256 agents in all; 0 (skip) above 128 agents."""
+    if agents > 128:
+        return 0
+    return 1 << int(np.log2(256 // agents))
+
+
+def bench_batched(
+    name: str, seconds: float, windows: int, copies: int, seed: int = 0
+) -> tuple[float, float]:
+    """Batched steps/s and agent-decisions/s (all copies' agents count)."""
+    sim: BatchedSim = edgesched.make_batched(name, copies)
+    rng = np.random.default_rng(seed)
+    sim.reset(seeds=list(range(copies)))
+    next_seed = copies
+    results = []
+    for _ in range(windows):
+        steps, busy = 0, 0.0
+        wall = time.perf_counter()
+        while time.perf_counter() - wall < seconds / windows:
+            mask = sim.mask
+            act = random_masked(rng, mask).reshape(copies, sim.agents_per_copy)
+            t0 = time.perf_counter()
+            sim.step(act)
+            for b in np.flatnonzero(sim.terminated | sim.truncated).tolist():
+                sim.reset_copy(b, next_seed)
+                next_seed += 1
+            busy += time.perf_counter() - t0
+            steps += 1
+        results.append((steps, busy))
+    return _best_rate(results, sim.num_agents)
+
+
 def bench_dict(name: str, seconds: float, windows: int, seed: int = 0) -> tuple[float, float]:
     env = edgesched.make_parallel(name)
     rng = np.random.default_rng(seed)
@@ -99,6 +140,9 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="time per measurement")
     parser.add_argument("--windows", type=int, default=10, help="report the best of these")
+    parser.add_argument(
+        "--copies", type=int, default=0, help="copies on the batched path (0: default_copies)"
+    )
     args = parser.parse_args()
     cpu = platform.machine()
     try:
@@ -113,15 +157,20 @@ def main() -> None:
     header = (
         f"{'scenario':<20}{'agents':>7}{'array steps/s':>15}{'array dec/s':>14}"
         f"{'dict steps/s':>14}{'dict dec/s':>13}{'us/step/agent':>15}"
+        f"{'copies':>8}{'batched dec/s':>15}"
     )
     print(header)
     for name in args.scenarios:
         a_sps, a_dps = bench_array(name, args.seconds, args.windows)
         d_sps, d_dps = bench_dict(name, args.seconds, args.windows)
         n = round(a_dps / a_sps)
+        copies = args.copies or default_copies(n)
+        batched = "-"
+        if copies:
+            batched = f"{bench_batched(name, args.seconds, args.windows, copies)[1]:,.0f}"
         print(
             f"{name:<20}{n:>7}{a_sps:>15,.0f}{a_dps:>14,.0f}{d_sps:>14,.0f}{d_dps:>13,.0f}"
-            f"{1e6 / a_dps:>15.2f}"
+            f"{1e6 / a_dps:>15.2f}{copies or '-':>8}{batched:>15}"
         )
 
 
