@@ -124,7 +124,11 @@ class BatchedSim(EdgeClusterSim):
     ``(B*N, A)``, rows ``b*N .. b*N+N-1`` for copy ``b`` (``obs_batched``/``mask_batched``
     give ``(B, N, ...)`` views). :meth:`step` takes ``(B, N)`` actions and returns ``(B, N)``
     rewards. ``terminated``/``truncated`` are ``(B,)`` arrays; a finished copy must be reset
-    with :meth:`reset_copy` before the next step.
+    with :meth:`reset_copy` before the next step. Other inherited views (``graph()``,
+    ``job_counts()``) describe the whole union.
+
+    Memory: the union's pairwise bandwidth and latency matrices hold ``(B*N)**2`` entries
+    each, so batch small clusters (the benchmark keeps ``B*N <= 256``).
 
     Args:
         config: validated scenario parameters (as for :class:`EdgeClusterSim`).
@@ -156,7 +160,6 @@ class BatchedSim(EdgeClusterSim):
         self._sims = [EdgeClusterSim(config, one, scenario_id) for _ in range(self.copies)]
         union = dataclasses.replace(config, num_nodes=self.copies * config.num_nodes)
         super().__init__(union, tile_cluster(one, self.copies), scenario_id)
-        self.cfg_one = config
         self._trace_wl = None  # each copy's own simulator draws its workload
         self.rng = None  # every draw goes through the copy's generator
         # the row memo loops over agents in Python; one vectorized mask is cheaper for B*N
@@ -165,6 +168,7 @@ class BatchedSim(EdgeClusterSim):
         n = self.agents_per_copy
         self._agent_copy = np.repeat(np.arange(self.copies), n)
         self._job_capacity = 0
+        self._pending_q: list[tuple[np.ndarray, np.ndarray]] = []  # see _install
         self.tc = np.zeros(self.copies, dtype=np.int64)
         self.terminated = np.zeros(self.copies, dtype=bool)
         self.truncated = np.zeros(self.copies, dtype=bool)
@@ -352,8 +356,8 @@ class BatchedSim(EdgeClusterSim):
         keep_q = self.q_job // jc != b
         self.q_job = self.q_job[keep_q]
         self.q_ck = self.q_ck[keep_q]
+        # merged (and keyed) once for all installed copies by _merge_queues
         q_agent, q_job = sim.queued_pairs()
-        self._pending_q = getattr(self, "_pending_q", [])
         self._pending_q.append((q_agent + a0, q_job + j0))
 
     def _merge_queues(self) -> None:
@@ -553,13 +557,8 @@ class BatchedSim(EdgeClusterSim):
             adv = np.ones(nb, dtype=bool)
         adv_a = adv[self._agent_copy]
         na = self.num_agents
-        self._update_qlen()
-        if not self._shared:
-            queued = self.qlen
-        else:
-            queued = np.bincount(self.j_home[self.status == QUEUED], minlength=na)
         running = self.running
-        in_sys = queued + np.bincount(self.owner[running], minlength=na)
+        in_sys = self._in_system()
         if cfg.reward_mode == "team":
             r = -(in_sys.reshape(nb, n).sum(axis=1) / n)[self._agent_copy]
         else:

@@ -1040,20 +1040,26 @@ class EdgeClusterSim:
             ratio **= self.cfg.contention_exponent
         return ratio
 
+    def _in_system(self) -> np.ndarray:
+        """Jobs in the system per agent (Little's law: their sum over slots is the total JCT).
+
+        A queued job counts once, for its home agent, even when several agents see it (shared
+        visibility); a running job counts for the agent that placed it.
+        """
+        self._update_qlen()
+        n = self.num_agents
+        if not self._shared:
+            queued = self.qlen
+        else:
+            queued = np.bincount(self.j_home[self.status == QUEUED], minlength=n)
+        return queued + np.bincount(self.owner[self.running], minlength=n)
+
     def advance_clock(self) -> np.ndarray:
         """Run one slot: progress, completions, arrivals. Returns the slot's rewards (N,)."""
         cfg = self.cfg
         n = self.num_agents
         running = self.running
-        self._update_qlen()
-        # Jobs in the system during this slot, per agent (Little's law: sums to -total JCT).
-        # A queued job counts once, for its home agent, even when several agents see it
-        # (shared visibility); a running job counts for the agent that placed it.
-        if not self._shared:
-            queued = self.qlen
-        else:
-            queued = np.bincount(self.j_home[self.status == QUEUED], minlength=n)
-        in_sys = queued + np.bincount(self.owner[running], minlength=n)
+        in_sys = self._in_system()
         if cfg.reward_mode == "team":
             rewards = -np.full(n, in_sys.sum() / n)
         else:
