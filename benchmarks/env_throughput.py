@@ -2,7 +2,7 @@
 
 Measures the array fast path (``EdgeClusterSim.step`` with an int array), the batched array
 path (``BatchedSim.step``: many copies of the scenario as one array program, finished copies
-restarted with ``reset_copy``) and the PettingZoo dict API (``ParallelEnv.step`` with a dict of
+restarted with ``reset_copies``) and the PettingZoo dict API (``ParallelEnv.step`` with a dict of
 actions, observations as dicts) on the named scenarios. The policy samples uniformly among
 each agent's feasible actions (defer included). Only the environment's ``step`` (and
 ``reset``/``reset_copy`` between episodes) is timed: sampling from a
@@ -96,9 +96,10 @@ def bench_batched(
             act = random_masked(rng, mask).reshape(copies, sim.agents_per_copy)
             t0 = time.perf_counter()
             sim.step(act)
-            for b in np.flatnonzero(sim.terminated | sim.truncated).tolist():
-                sim.reset_copy(b, next_seed)
-                next_seed += 1
+            done = np.flatnonzero(sim.terminated | sim.truncated)
+            if len(done):
+                sim.reset_copies(done, range(next_seed, next_seed + len(done)))
+                next_seed += len(done)
             busy += time.perf_counter() - t0
             steps += 1
         results.append((steps, busy))

@@ -68,14 +68,22 @@ class Lockstep:
             assert info["slot"][b] == single_info["slot"] == sim.t
             assert self.bs.terminated[b] == sim.terminated
             assert self.bs.truncated[b] == sim.truncated
-        for b in np.flatnonzero(self.bs.terminated | self.bs.truncated).tolist():
+        done = np.flatnonzero(self.bs.terminated | self.bs.truncated).tolist()
+        for b in done:
             metrics = self.singles[b].episode_metrics()
             np.testing.assert_equal(self.bs.episode_metrics_of(b), metrics)
             for k in ("collisions_proposed", "rejected_placements", "task_conflicts"):
                 self.totals[k] = self.totals.get(k, 0) + metrics[k]
             self.episodes += 1
-            self.reset_copy(b, self.next_seed)
-            self.next_seed += 1
+        # several finished copies restart together (reset_copies); a lone one by reset_copy
+        seeds = list(range(self.next_seed, self.next_seed + len(done)))
+        self.next_seed += len(done)
+        if len(done) == 1:
+            self.reset_copy(done[0], seeds[0])
+        else:
+            self.bs.reset_copies(done, seeds)
+            for b, s in zip(done, seeds, strict=True):
+                self.singles[b].reset(s)
         self.check_views()
 
     def run(self, steps: int, masked: bool = True) -> int:
@@ -201,8 +209,12 @@ def test_bad_input_is_rejected_with_its_name() -> None:
     bs.reset(seed=0)
     with pytest.raises(InvalidActionError, match=r"shape \(2, 10\); got shape \(20,\)"):
         bs.step(np.zeros(20, dtype=np.int64))
-    with pytest.raises(ValueError, match="b=2: need 0 <= b < copies=2"):
+    with pytest.raises(ValueError, match=r"copies=\[2\]: need distinct indices 0 <= b < copies=2"):
         bs.reset_copy(2, 0)
+    with pytest.raises(ValueError, match=r"copies=\[0, 0\]: need distinct"):
+        bs.reset_copies([0, 0], [1, 2])
+    with pytest.raises(ValueError, match=r"seeds has 1 entries; need one per copy \(2\)"):
+        bs.reset_copies([0, 1], [1])
     bs.step(np.zeros((2, 10), dtype=np.int64))  # max_steps=1: both copies are done
     assert bs.truncated.all()
     with pytest.raises(RuntimeError, match=r"copies \[0, 1\] have finished"):

@@ -242,22 +242,42 @@ class BatchedSim(EdgeClusterSim):
 
     def reset_copy(self, b: int, seed: int | None) -> None:
         """Start a new episode in copy ``b`` only (the others keep running)."""
-        if not 0 <= b < self.copies:
-            raise ValueError(f"b={b}: need 0 <= b < copies={self.copies}")
-        sim = self._sims[b]
-        sim.reset(seed)
-        if sim.num_jobs > self._job_capacity or sim.max_workers > self.max_workers:
+        self.reset_copies([b], [seed])
+
+    def reset_copies(self, copies: Any, seeds: Any) -> None:
+        """Start a new episode in each of ``copies`` (with ``seeds``); one refresh for all.
+
+        Raises:
+            ValueError: a copy index out of range or repeated, or ``seeds`` of another length.
+        """
+        copies = [int(b) for b in copies]
+        seeds = list(seeds)
+        bad = [b for b in copies if not 0 <= b < self.copies]
+        if bad or len(set(copies)) != len(copies):
+            raise ValueError(
+                f"copies={copies}: need distinct indices 0 <= b < copies={self.copies}"
+            )
+        if len(seeds) != len(copies):
+            raise ValueError(f"seeds has {len(seeds)} entries; need one per copy ({len(copies)})")
+        if not copies:
+            return
+        for b, seed in zip(copies, seeds, strict=True):
+            self._sims[b].reset(seed)
+        if (
+            max(self._sims[b].num_jobs for b in copies) > self._job_capacity
+            or max(self._sims[b].max_workers for b in copies) > self.max_workers
+        ):
             # a larger workload than any before: lay every copy out again
+            fresh = set(copies)
             for other in range(self.copies):
-                if other != b:
+                if other not in fresh:
                     self._sync_out(other)
             self._layout(
                 max(max(s.num_jobs for s in self._sims), self._job_capacity),
                 max(max(s.max_workers for s in self._sims), self.max_workers),
             )
-            for c in range(self.copies):
-                self._install(c)
-        else:
+            copies = list(range(self.copies))
+        for b in copies:
             self._install(b)
         self._rebuild_schedule()
         self._merge_queues()
@@ -305,6 +325,11 @@ class BatchedSim(EdgeClusterSim):
         self.running = np.zeros(0, dtype=np.int64)
         self._queue_dirty = True
         self._strag_rows: np.ndarray | None = None
+        self._j_min_ext = np.full((nj + 1, 3), np.inf)  # sentinel: never fits
+        self._inv_need_ext = np.zeros((nj + 1, 3))
+        self._j_alloc_ok_ext = np.zeros((nj + 1, self.j_alloc.shape[1]), dtype=bool)
+        self._j_arrival_ext = np.full(nj + 1, np.inf)
+        self._sched: list = [None] * self.copies
         self._last_collision = None
 
     def _install(self, b: int) -> None:
@@ -359,6 +384,19 @@ class BatchedSim(EdgeClusterSim):
         # merged (and keyed) once for all installed copies by _merge_queues
         q_agent, q_job = sim.queued_pairs()
         self._pending_q.append((q_agent + a0, q_job + j0))
+        # hot-path copies with the sentinel row (see EdgeClusterSim._draw_workload)
+        self._j_min_ext[blk] = self.j_min[blk]
+        self._inv_need_ext[blk] = 1.0 / np.maximum(self.j_min[blk], 1e-12)
+        self._j_alloc_ok_ext[blk] = self.j_alloc_ok[blk]
+        arr = self.j_arrival[blk]
+        self._j_arrival_ext[blk] = np.where(arr == _NO_ARRIVAL, np.inf, arr)
+        # this copy's arrival pairs with global ids (_rebuild_schedule joins the copies')
+        vj = sim._vis_job + j0
+        self._sched[b] = (
+            vj,
+            (sim._vis_agent + a0) * self._key_span + self.j_key[vj],
+            sim._vis_slot_ptr,
+        )
 
     def _merge_queues(self) -> None:
         """Add the queue entries collected by ``_install`` and re-derive every key."""
@@ -375,28 +413,14 @@ class BatchedSim(EdgeClusterSim):
             order = np.argsort(ck, kind="stable")
             self.q_ck, self.q_job = ck[order], q_job[order]
         self._queue_dirty = True
-        self._j_min_ext = np.concatenate([self.j_min, np.full((1, 3), np.inf)])
-        self._inv_need_ext = 1.0 / np.maximum(self._j_min_ext, 1e-12)
-        self._j_alloc_ok_ext = np.concatenate(
-            [self.j_alloc_ok, np.zeros((1, self.j_alloc.shape[1]), bool)]
-        )
-        self._j_arrival_ext = np.concatenate([self.j_arrival.astype(np.float64), [np.inf]])
-        self._j_arrival_ext[:-1][self.j_arrival == _NO_ARRIVAL] = np.inf
 
     def _rebuild_schedule(self) -> None:
         """Every copy's (agent, job) arrival pairs, by copy then slot, with global ids."""
-        n, jc = self.agents_per_copy, self._job_capacity
-        ptrs, jobs, cks, off = [], [], [], 0
-        for b, sim in enumerate(self._sims):
-            vj = sim._vis_job + b * jc
-            va = sim._vis_agent + b * n
-            jobs.append(vj)
-            cks.append(va * self._key_span + self.j_key[vj])
-            ptrs.append(sim._vis_slot_ptr + off)
-            off += len(vj)
-        self._vis_job = np.concatenate(jobs)
-        self._vis_ck = np.concatenate(cks)
-        self._vis_ptr = np.stack(ptrs)  # (B, slots + 2)
+        sizes = np.array([len(vj) for vj, _, _ in self._sched])
+        off = np.cumsum(sizes) - sizes
+        self._vis_job = np.concatenate([vj for vj, _, _ in self._sched])
+        self._vis_ck = np.concatenate([ck for _, ck, _ in self._sched])
+        self._vis_ptr = np.stack([p for _, _, p in self._sched]) + off[:, None]  # (B, S)
 
     def _sync_out(self, b: int) -> None:
         """Write copy ``b``'s block back into its single simulator (local ids)."""

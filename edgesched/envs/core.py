@@ -587,7 +587,12 @@ class EdgeClusterSim:
             # (agent, target, level), then the job's minimum demand (False for the sentinel)
             fit = np.less_equal(self._grid_r[0], ft[..., 0:1])
             fit &= np.less_equal(self._grid_r[1], ft[..., 1:2])  # (N, K1, L)
-            np.logical_and(fit[:, None], self._j_alloc_ok_ext[j][:, :, None, :], out=out)
+            if self._grid_ok_common is not None:
+                # every model admits the same levels: no (N, P, L) gather of per-job rows
+                fit &= self._grid_ok_common
+                np.logical_and(fit[:, None], (j >= 0)[:, :, None, None], out=out)
+            else:
+                np.logical_and(fit[:, None], self._j_alloc_ok_ext[j][:, :, None, :], out=out)
             if self._grid_mem:
                 # memory is the job's minimum at every grid level
                 mem = self._j_min_ext[j][:, :, 2:3] <= ft[:, None, :, 2]  # (N, P, K1)
