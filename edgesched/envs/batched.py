@@ -39,6 +39,13 @@ def tile_cluster(cluster: Cluster, copies: int) -> Cluster:
 
     No link joins two copies: their pairwise bandwidth is 0 and latency infinite, and every
     agent's placement targets stay inside its copy.
+
+    Args:
+        cluster: the static cluster of one copy.
+        copies: number of copies.
+
+    Returns:
+        The union's arrays; regions are numbered per copy (``b * num_regions + r``).
     """
     n = len(cluster.speed)
     off = (np.arange(copies) * n)[:, None]
