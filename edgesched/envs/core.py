@@ -820,6 +820,7 @@ class EdgeClusterSim:
             info["collisions"] = int(colliding.sum())
             self.counters.collisions_proposed += info["collisions"]
             self.counters.collision_agents += int(in_coll.sum())
+            # what collided and what was rejected: BatchedSim attributes the counts per copy
             self._last_collision = (colliding, agents[in_coll], None)
             if self.cfg.collision_mode == "reject":
                 admitted = self._admit_in_random_order(targets, alloc, colliding, free)
