@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from .config import ConfigError, SimConfig
-from .core import QUEUED, RUNNING, Counters, EdgeClusterSim, InvalidActionError
+from .core import RUNNING, Counters, EdgeClusterSim, InvalidActionError
 from .topology import Cluster, build_cluster
 
 _NO_ARRIVAL = np.iinfo(np.int64).max // 4
@@ -172,6 +172,9 @@ class BatchedSim(EdgeClusterSim):
         # the row memo loops over agents in Python; one vectorized mask is cheaper for B*N
         # agents (tapfinger-hetero6, 32 copies: 754 vs 697 steps/s)
         self._mask_rows = None
+        # the per-job workload arrays of this progress model, with their padding values
+        extra = _JOB_STATIC_TAPFINGER if self._tapfinger else _JOB_STATIC_PROFILE
+        self._job_static = {**_JOB_STATIC, **extra}
         n = self.agents_per_copy
         self._agent_copy = np.repeat(np.arange(self.copies), n)
         self._job_capacity = 0
@@ -296,9 +299,7 @@ class BatchedSim(EdgeClusterSim):
         self._job_capacity = jc = max(int(capacity), 1)
         self.num_jobs = nj = self.copies * jc
         self.max_workers = mw = int(max_workers)
-        spec = dict(_JOB_STATIC)
-        spec.update(_JOB_STATIC_TAPFINGER if self._tapfinger else _JOB_STATIC_PROFILE)
-        for name, fill in spec.items():
+        for name, fill in self._job_static.items():
             ref = getattr(s0, name)
             setattr(self, name, np.full((nj, *ref.shape[1:]), fill, dtype=ref.dtype))
         self.j_home = np.zeros(nj, dtype=np.int64)
@@ -347,9 +348,7 @@ class BatchedSim(EdgeClusterSim):
         blk = slice(b * jc, (b + 1) * jc)
         ag = slice(b * n, (b + 1) * n)
         a0, j0 = b * n, b * jc
-        spec = dict(_JOB_STATIC)
-        spec.update(_JOB_STATIC_TAPFINGER if self._tapfinger else _JOB_STATIC_PROFILE)
-        for name, fill in {**spec, **_JOB_DYNAMIC}.items():
+        for name, fill in {**self._job_static, **_JOB_DYNAMIC}.items():
             arr = getattr(self, name)
             arr[blk] = fill
             arr[js] = getattr(sim, name)
@@ -590,11 +589,8 @@ class BatchedSim(EdgeClusterSim):
         na = self.num_agents
         running = self.running
         in_sys = self._in_system()
-        if cfg.reward_mode == "team":
-            r = -(in_sys.reshape(nb, n).sum(axis=1) / n)[self._agent_copy]
-        else:
-            r = -in_sys.astype(np.float64)
-        rewards = np.where(adv_a, r, 0.0)
+        team = cfg.reward_mode == "team"
+        rewards = np.where(adv_a, -(self._copy_mean(in_sys) if team else in_sys.astype(float)), 0.0)
         ratio = self.used * self._inv_cap
         cont = self.contention(ratio)
         over = (cont > 1.0) & adv_a
@@ -625,7 +621,7 @@ class BatchedSim(EdgeClusterSim):
                     acc = np.zeros(na)
                     np.add.at(acc, self.owner[sub], gain)
                     if cfg.reward_mode == "team":
-                        acc = (acc.reshape(nb, n).sum(axis=1) / n)[self._agent_copy]
+                        acc = self._copy_mean(acc)
                     rewards += cfg.accuracy_gain_weight * np.where(adv_a, acc, 0.0)
         if cfg.resource_cost_weight:
             share_a = np.zeros(na)
@@ -635,7 +631,7 @@ class BatchedSim(EdgeClusterSim):
                 res = (self.w_alloc[run, :, :2] / self._cap_max[:2]).sum(axis=(1, 2))
                 np.add.at(share_a, self.owner[run], res)
             if cfg.reward_mode == "team":
-                share_a = (share_a.reshape(nb, n).sum(axis=1) / n)[self._agent_copy]
+                share_a = self._copy_mean(share_a)
             rewards -= cfg.resource_cost_weight * np.where(adv_a, share_a, 0.0)
         self.tc += adv
         if cfg.priority_aging_slots and len(self.q_job):
@@ -644,6 +640,11 @@ class BatchedSim(EdgeClusterSim):
         if np.count_nonzero(arriving):
             self._enqueue_copies(np.flatnonzero(arriving))
         return rewards
+
+    def _copy_mean(self, x: np.ndarray) -> np.ndarray:
+        """Each agent gets its copy's per-agent mean of ``x`` (the team reward, per copy)."""
+        n = self.agents_per_copy
+        return (x.reshape(self.copies, n).sum(axis=1) / n)[self._agent_copy]
 
     def _enqueue_copies(self, copies: np.ndarray) -> None:
         t = self.tc[copies]
@@ -655,13 +656,7 @@ class BatchedSim(EdgeClusterSim):
             return
         # the ranges lo..hi of every arriving copy, concatenated
         idx = np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(total)
-        jobs = self._vis_job[idx]
-        self.status[jobs] = QUEUED
-        ck = np.concatenate([self.q_ck, self._vis_ck[idx]])
-        order = np.argsort(ck, kind="stable")
-        self.q_ck = ck[order]
-        self.q_job = np.concatenate([self.q_job, jobs])[order]
-        self._queue_dirty = True
+        self._enqueue(self._vis_job[idx], self._vis_ck[idx])
 
     def _check_end(self) -> None:
         cfg = self.cfg

@@ -465,11 +465,13 @@ class EdgeClusterSim:
     # ------------------------------------------------------------------ queues
     def _enqueue_arrivals(self, slot: int) -> None:
         lo, hi = self._vis_slot_ptr[slot], self._vis_slot_ptr[slot + 1]
-        if hi <= lo:
-            return
-        jobs = self._vis_job[lo:hi]
+        if hi > lo:
+            self._enqueue(self._vis_job[lo:hi], self._vis_ck[lo:hi])
+
+    def _enqueue(self, jobs: np.ndarray, keys: np.ndarray) -> None:
+        """Queue the (agent, job) pairs of arriving ``jobs`` under their queue ``keys``."""
         self.status[jobs] = QUEUED
-        ck = np.concatenate([self.q_ck, self._vis_ck[lo:hi]])
+        ck = np.concatenate([self.q_ck, keys])
         order = np.argsort(ck, kind="stable")
         self.q_ck = ck[order]
         self.q_job = np.concatenate([self.q_job, jobs])[order]
