@@ -13,6 +13,7 @@ Usage::
     python benchmarks/env_throughput.py                 # edge10/50/100/500, tapfinger-hetero6
     python benchmarks/env_throughput.py --scenarios edge50 --seconds 5 --windows 5
     python benchmarks/env_throughput.py --scenarios tapfinger-hetero6 --copies 64
+    python benchmarks/env_throughput.py --out benchmarks/results   # also env_throughput.md
 
 The batched path runs ``--copies`` copies (default: the largest power of two with at most 256
 agents in all; none for clusters over 128 nodes, whose steps are already dominated by the
@@ -24,13 +25,18 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 import edgesched
 from edgesched.envs.batched import BatchedSim
 from edgesched.envs.core import EdgeClusterSim
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import Report  # benchmarks/ is a folder of scripts, not a package
 
 
 def random_masked(rng: np.random.Generator, mask: np.ndarray) -> np.ndarray:
@@ -144,14 +150,16 @@ def main() -> None:
     parser.add_argument(
         "--copies", type=int, default=0, help="copies on the batched path (0: default_copies)"
     )
+    parser.add_argument("--out", default="", help="directory for env_throughput.md")
     args = parser.parse_args()
+    report = Report("env_throughput", args.out)
     cpu = platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
             cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
     except (OSError, StopIteration):
         pass
-    print(
+    report.print(
         f"machine: {cpu}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
         f"numpy {np.__version__}, edgesched {edgesched.__version__}"
     )
@@ -160,7 +168,7 @@ def main() -> None:
         f"{'dict steps/s':>14}{'dict dec/s':>13}{'us/step/agent':>15}"
         f"{'copies':>8}{'batched dec/s':>15}"
     )
-    print(header)
+    report.print(header)
     for name in args.scenarios:
         a_sps, a_dps = bench_array(name, args.seconds, args.windows)
         d_sps, d_dps = bench_dict(name, args.seconds, args.windows)
@@ -169,10 +177,11 @@ def main() -> None:
         batched = "-"
         if copies:
             batched = f"{bench_batched(name, args.seconds, args.windows, copies)[1]:,.0f}"
-        print(
+        report.print(
             f"{name:<20}{n:>7}{a_sps:>15,.0f}{a_dps:>14,.0f}{d_sps:>14,.0f}{d_dps:>13,.0f}"
             f"{1e6 / a_dps:>15.2f}{copies or '-':>8}{batched:>15}"
         )
+    report.save()
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 Usage::
 
     python benchmarks/trace_loading.py [--data-dir ../shared/data] [--repeats 5] [--seeds 200]
+    python benchmarks/trace_loading.py --out benchmarks/results   # also trace_loading.md
 
 Prints the wall time of (a) parsing the 82k-job Philly CSV, (b) preparing it for edge50
 (rate rescaling, sizes, workers), (c) building the edge50-philly simulator and one reset, and
@@ -14,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import platform
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -23,6 +26,9 @@ from edgesched.envs.scenarios import PHILLY_TRACE
 from edgesched.envs.topology import find_data_dir
 from edgesched.envs.workloads import TraceWorkload, read_philly
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import Report  # benchmarks/ is a folder of scripts, not a package
+
 
 def main() -> None:
     """Run the timing and print the figures."""
@@ -30,7 +36,9 @@ def main() -> None:
     ap.add_argument("--data-dir", default="")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--seeds", type=int, default=200)
+    ap.add_argument("--out", default="", help="directory for trace_loading.md")
     args = ap.parse_args()
+    report = Report("trace_loading", args.out)
     data = find_data_dir(args.data_dir)
     if data is None:
         raise SystemExit("real-data folder not found: pass --data-dir or set EDGESCHED_DATA_DIR")
@@ -55,22 +63,25 @@ def main() -> None:
         counts.append(sim.num_jobs)
     c = np.array(counts)
     machine = platform.processor() or platform.machine()
-    print(f"machine: {machine}, python {platform.python_version()}")
-    print(f"Philly trace: {len(trace)} jobs over {trace.span_seconds / 86400:.1f} days")
-    print(f"read (median of {args.repeats}): {np.median(read_s):.3f} s")
-    print(f"prepare (median): {np.median(prep_s):.3f} s")
-    print(f"read + prepare: {np.median(read_s) + np.median(prep_s):.3f} s (target < 5 s)")
-    print(f"edge50-philly build + first reset (trace cached after first read): {build_s:.3f} s")
-    print(
+    report.print(f"machine: {machine}, python {platform.python_version()}")
+    report.print(f"Philly trace: {len(trace)} jobs over {trace.span_seconds / 86400:.1f} days")
+    report.print(f"read (median of {args.repeats}): {np.median(read_s):.3f} s")
+    report.print(f"prepare (median): {np.median(prep_s):.3f} s")
+    report.print(f"read + prepare: {np.median(read_s) + np.median(prep_s):.3f} s (target < 5 s)")
+    report.print(
+        f"edge50-philly build + first reset (trace cached after first read): {build_s:.3f} s"
+    )
+    report.print(
         f"one slot = {tw.seconds_per_slot:.1f} trace seconds; a 200-slot window = "
         f"{200 * tw.seconds_per_slot / 3600:.2f} trace hours; long-run mean "
         f"{50 * cfg.arrival_rate * 200:.0f} jobs per window"
     )
     q = np.percentile(c, [10, 25, 50, 75, 90])
-    print(
+    report.print(
         f"jobs per episode over {args.seeds} seeds: mean {c.mean():.1f}, "
         f"p10/p25/median/p75/p90 = {'/'.join(f'{v:.0f}' for v in q)}, max {c.max()}"
     )
+    report.save()
 
 
 if __name__ == "__main__":

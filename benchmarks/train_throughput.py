@@ -10,6 +10,7 @@ Usage::
     python benchmarks/train_throughput.py                       # mappo on edge50
     python benchmarks/train_throughput.py --algo ippo --env edge10 --updates 10
     python benchmarks/train_throughput.py --algo tapfinger --env tapfinger-hetero6 --updates 30
+    python benchmarks/train_throughput.py --updates 30 --out benchmarks/results  # + .md file
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,13 +29,18 @@ import edgesched
 from edgesched.experiment import run
 from edgesched.experiment.schema import AlgoConfig, EnvConfig, TrainConfig
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import Report  # benchmarks/ is a folder of scripts, not a package
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algo", default="mappo")
     parser.add_argument("--env", default="edge50")
     parser.add_argument("--updates", type=int, default=8)
+    parser.add_argument("--out", default="", help="directory for train_throughput_<algo>_<env>.md")
     args = parser.parse_args()
+    report = Report(f"train_throughput_{args.algo}_{args.env}", args.out)
     cfg = OmegaConf.structured(
         TrainConfig(algo=AlgoConfig(name=args.algo), env=EnvConfig(name=args.env))
     )
@@ -61,19 +68,22 @@ def main() -> None:
     wall = rows[-1]["wall_time"]
     steps = rows[-1]["env_steps"]
     agents = rows[-1]["agent_decisions"] // steps
-    print(
+    report.print(
         f"edgesched {edgesched.__version__}, python {platform.python_version()}, "
         f"{args.algo} on {args.env}, {args.updates} updates of {per_update} env steps"
     )
-    print(f"env-steps/s (collect + learn): {steps / wall:,.0f}")
-    print(f"agent-decisions/s:             {steps * agents / wall:,.0f}")
-    print(f"updates/s:                     {len(rows) / wall:.3f}")
-    print(f"wall time of the loop: {wall:.1f} s (whole run incl. setup and eval: {total:.1f} s)")
+    report.print(f"env-steps/s (collect + learn): {steps / wall:,.0f}")
+    report.print(f"agent-decisions/s:             {steps * agents / wall:,.0f}")
+    report.print(f"updates/s:                     {len(rows) / wall:.3f}")
+    report.print(
+        f"wall time of the loop: {wall:.1f} s (whole run incl. setup and eval: {total:.1f} s)"
+    )
     default_updates = -(-default_steps // per_update)
-    print(
+    report.print(
         f"default budget ({default_steps:,} env steps = {default_updates} updates) at this "
         f"rate: {default_updates * wall / len(rows) / 60:.1f} min of training"
     )
+    report.save()
 
 
 if __name__ == "__main__":

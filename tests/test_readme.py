@@ -23,3 +23,97 @@ def test_quick_tour_runs():
     namespace: dict = {}
     exec(compile(tour, "README.md", "exec"), namespace)
     assert namespace["graph"]["nodes"]["node"].shape[0] == 50
+
+
+# ---------------------------------------------------------------- numbers cannot drift
+# Every measured figure the README quotes must come from a generated file. A section that
+# quotes figures names its sources in a comment, ``<!-- numbers: path [path ...] -->``
+# (paths relative to the repository root); every decimal figure and every figure with a
+# thousands separator in that section must then appear, at the precision quoted, among
+# the numbers of those files (as given, or as a fraction for a percentage). Generated
+# blocks (``<!-- name:start ... -->`` to ``<!-- name:end -->``) are compared whole
+# against their file elsewhere and skipped here; code is skipped (it is run, not quoted).
+ROOT = README.parent
+_NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,])\d+\.\d+(?![\w.])")
+# version strings and the like are not measurements
+_NOT_A_FIGURE = re.compile(r"(?:Python|python|numpy|torch==|torch|pip|v|§)\s*\d+(?:\.\d+)+")
+
+
+def _sections(text: str) -> list[tuple[str, str]]:
+    """Split the README into (heading, body) pairs at ## and ### headings."""
+    parts = re.split(r"^(#{2,3} .*)$", text, flags=re.M)
+    out = [("(top)", parts[0])]
+    out += [(parts[i].strip(), parts[i + 1]) for i in range(1, len(parts) - 1, 2)]
+    return out
+
+
+def _prose(body: str) -> str:
+    """The section's quoted text: no code, comments, link targets or generated blocks."""
+    body = re.sub(r"<!-- ([\w-]+(?::[\w.-]+)?):start.*?<!-- \1:end -->", "", body, flags=re.S)
+    body = re.sub(r"```.*?```", "", body, flags=re.S)
+    body = re.sub(r"<!--.*?-->", "", body, flags=re.S)
+    body = re.sub(r"`[^`]*`", "", body)
+    body = re.sub(r"\]\([^)]*\)", "]", body)
+    return _NOT_A_FIGURE.sub("", body)
+
+
+def _figures(text: str) -> list[str]:
+    return _NUMBER.findall(text)
+
+
+def _source_values(paths: list[str]) -> list[float]:
+    values = []
+    for p in paths:
+        text = (ROOT / p).read_text()
+        for tok in re.findall(r"\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?", text):
+            try:
+                values.append(float(tok.replace(",", "")))
+            except ValueError:
+                continue
+    return values
+
+
+def _matches(token: str, values: list[float]) -> bool:
+    x = float(token.replace(",", ""))
+    decimals = len(token.partition(".")[2])
+    tol = 0.5 * 10.0**-decimals + 1e-9
+    return any(abs(v - x) <= tol or abs(100 * v - x) <= tol for v in values)
+
+
+def _annotated() -> list[tuple[str, list[str], str]]:
+    out = []
+    for heading, body in _sections(README.read_text()):
+        m = re.search(r"<!-- numbers: (.*?) -->", body)
+        out.append((heading, m.group(1).split() if m else [], body))
+    return out
+
+
+def test_readme_figures_come_from_generated_files():
+    problems = []
+    for heading, sources, body in _annotated():
+        figures = _figures(_prose(body))
+        if not figures:
+            continue
+        if not sources:
+            problems.append(f"{heading}: quotes {figures[:6]} but names no source file")
+            continue
+        missing = [p for p in sources if not (ROOT / p).is_file()]
+        if missing:
+            problems.append(f"{heading}: source files {missing} do not exist")
+            continue
+        values = _source_values(sources)
+        stray = [f for f in figures if not _matches(f, values)]
+        if stray:
+            problems.append(f"{heading}: {stray} not found in {sources}")
+    assert not problems, "README figures without a generated source:\n" + "\n".join(problems)
+
+
+def test_figure_check_catches_a_drifted_number():
+    # the checker itself must be able to fail: a figure absent from the source is caught
+    assert _matches("40.1", [40.14])
+    assert not _matches("40.1", [36.29])
+    assert _matches("48.2", [0.4823])
+    assert _figures(_prose("mean JCT **40.1** over 23,900 decisions; `x 9.9` Python 3.11")) == [
+        "40.1",
+        "23,900",
+    ]
