@@ -117,3 +117,16 @@ def test_figure_check_catches_a_drifted_number():
         "40.1",
         "23,900",
     ]
+
+
+def test_readme_links_resolve_inside_a_clone():
+    # a plain clone has no folder next to it: every relative link must point into the repo
+    text = re.sub(r"```.*?```", "", README.read_text(), flags=re.S)
+    dead = []
+    for target in re.findall(r"\]\(([^)]+)\)", text):
+        if re.match(r"[a-z]+://|#|mailto:", target):
+            continue
+        path = (ROOT / target.split("#")[0]).resolve()
+        if ROOT.resolve() not in (path, *path.parents) or not path.exists():
+            dead.append(target)
+    assert not dead, f"README links that a plain clone cannot follow: {dead}"
