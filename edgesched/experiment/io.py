@@ -10,19 +10,40 @@ import hashlib
 import json
 import math
 import os
+import secrets
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 
+def _create_temp(path: Path) -> tuple[int, Path]:
+    """Create a new hidden temp file next to ``path``; return its descriptor and path.
+
+    Unlike :func:`tempfile.mkstemp` (always mode 0600), the file is created with mode 0666
+    filtered by the process umask, like any file ``open(path, "w")`` creates, so run files
+    are as readable to colleagues on a shared cluster as the user's other files.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary file name next to {path} after 100 tries")
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync, rename)."""
+    """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync, rename).
+
+    The file gets the permissions of a plain ``open(path, "w")``: 0666 minus the umask.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _create_temp(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -1,0 +1,56 @@
+"""Run files (edgesched.experiment.io): atomic writes that leave readable files behind."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from edgesched.experiment.io import atomic_write_bytes, atomic_write_json, write_jsonl
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for one test and restore the previous one afterwards."""
+    old = os.umask(0o022)
+    os.umask(old)
+
+    def set_mask(mask: int) -> None:
+        os.umask(mask)
+
+    yield set_mask
+    os.umask(old)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize(("mask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_atomic_writes_follow_the_umask(tmp_path, umask, mask, mode):
+    umask(mask)
+    atomic_write_bytes(tmp_path / "a.bin", b"x")
+    atomic_write_json(tmp_path / "sub" / "b.json", {"k": 1})
+    write_jsonl(tmp_path / "c.jsonl", [{"k": 1}])
+    for name in ("a.bin", "sub/b.json", "c.jsonl"):
+        assert _mode(tmp_path / name) == mode, (name, oct(_mode(tmp_path / name)))
+
+
+def test_atomic_write_replaces_and_leaves_no_temp_file(tmp_path, umask):
+    umask(0o022)
+    target = tmp_path / "f.txt"
+    target.write_bytes(b"old")
+    os.chmod(target, 0o600)  # a file from an older version: the rewrite follows the umask
+    atomic_write_bytes(target, b"new")
+    assert target.read_bytes() == b"new"
+    assert _mode(target) == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
+
+
+def test_failed_write_removes_its_temp_file(tmp_path):
+    target = tmp_path / "f.txt"
+    with pytest.raises(TypeError):
+        atomic_write_bytes(target, object())  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
