@@ -3,6 +3,11 @@
 Every scheduler, learned or heuristic, is evaluated the same way: full episodes on workload
 seeds never used in training, one record per run with the scenario's versioned id, the
 algorithm, shield, seeds, git commit and config hash, per-episode metrics and their means.
+
+Evaluation is strict: every environment it builds raises on an invalid (masked or
+out-of-range) action, whatever the scenario's or the run's ``invalid_action`` setting, and
+a shielded policy's masked proposals raise too. A policy that emits one fails its evaluation
+instead of getting a record whose numbers hide it.
 """
 
 from __future__ import annotations
@@ -12,13 +17,54 @@ from typing import Any
 import numpy as np
 
 import edgesched
-from edgesched.envs.core import EdgeClusterSim
+from edgesched.envs.core import EdgeClusterSim, InvalidActionError
 from edgesched.envs.scenarios import get_scenario
 from edgesched.envs.topology import build_cluster
 from edgesched.policy import EnvSpec, Scheduler
 
 from .io import config_hash, git_commit
 from .seeds import eval_workload_seed
+
+STRICT_OVERRIDES: dict[str, Any] = {"invalid_action": "raise"}
+"""Scenario parameters every evaluation environment is built with, on top of the record's
+``env_overrides``. They are not recorded in ``env_overrides`` (nor in the baselines' config
+hash): they hold for every record, so they cannot tell records apart."""
+
+
+def strict_overrides(env_overrides: dict[str, Any]) -> dict[str, Any]:
+    """The scenario parameters an evaluation environment is built with.
+
+    Args:
+        env_overrides: the scenario overrides of the run or baseline being evaluated.
+
+    Returns:
+        A new dict: ``env_overrides`` with :data:`STRICT_OVERRIDES` applied over it (a run
+        trained with ``invalid_action='defer'`` is still evaluated strictly).
+    """
+    return {**env_overrides, **STRICT_OVERRIDES}
+
+
+def recorded_overrides(env_overrides: dict[str, Any]) -> dict[str, Any]:
+    """``env_overrides`` without the strict-evaluation keys, as records store them.
+
+    Records evaluated strictly all share :data:`STRICT_OVERRIDES`; keeping a training-time
+    ``invalid_action`` would claim a setting the evaluation did not use and split tables
+    whose evaluations were identical.
+    """
+    return {k: v for k, v in env_overrides.items() if k not in STRICT_OVERRIDES}
+
+
+def make_eval_sim(env_name: str, env_overrides: dict[str, Any]) -> EdgeClusterSim:
+    """A simulator of scenario ``env_name`` for evaluation (strict: invalid actions raise).
+
+    Args:
+        env_name: registered scenario.
+        env_overrides: scenario parameters of the run or baseline.
+    """
+    scenario = get_scenario(env_name)
+    cfg = scenario.config(**strict_overrides(env_overrides))
+    return EdgeClusterSim(cfg, build_cluster(cfg), scenario.id)
+
 
 SCALAR_METRICS = (
     "jct_mean",
@@ -83,6 +129,11 @@ def run_episode(
     With a ``shield`` (bound to ``sim``), the policy's actions are proposals and the shield's
     joint action is executed; ``collisions_proposed`` then counts the proposals' collisions
     (before the shield) and the shield's own metrics are added.
+
+    Raises:
+        InvalidActionError: the policy emitted an invalid action while ``sim`` raises on
+            them (evaluation simulators do, see :func:`make_eval_sim`); behind a shield,
+            which would defer a masked proposal silently, the proposal itself raises.
     """
     sim.reset(workload_seed)
     policy.reset(workload_seed)
@@ -98,6 +149,8 @@ def run_episode(
         else:
             a, prefs = policy.act_with_preferences(sim.obs, sim.mask, sim.state(), graph=graph)
             res = shield(a, prefs)
+            if res.invalid and sim.cfg.invalid_action == "raise":
+                _raise_invalid_proposal(sim, np.asarray(a))
             stats.add(res)
             sim.step(res.actions)
     m = sim.episode_metrics()
@@ -111,6 +164,19 @@ def run_episode(
     return out
 
 
+def _raise_invalid_proposal(sim: EdgeClusterSim, a: np.ndarray) -> None:
+    """Raise for the first invalid proposal of joint action ``a`` (the shield deferred it)."""
+    ok = (a >= 0) & (a < sim.num_actions)
+    ok[ok] = sim.mask[np.flatnonzero(ok), a[ok]]
+    ag = int(np.flatnonzero(~ok)[0])
+    why = "masked" if 0 <= a[ag] < sim.num_actions else "out of range"
+    raise InvalidActionError(
+        f"proposed action {int(a[ag])} of agent node_{ag} is {why} at slot {sim.t}; allowed "
+        f"actions now: {np.flatnonzero(sim.mask[ag]).tolist()[:20]} (evaluation is strict: "
+        "the shield would have deferred it)"
+    )
+
+
 def evaluate_scheduler(
     policy: Scheduler,
     env_name: str,
@@ -122,6 +188,8 @@ def evaluate_scheduler(
 ) -> dict[str, Any]:
     """Evaluate ``policy`` on held-out seeds; return per-episode metrics and their means.
 
+    The simulator is strict (:func:`make_eval_sim`): an invalid action raises.
+
     Args:
         policy: the scheduler.
         env_name: registered scenario.
@@ -130,12 +198,13 @@ def evaluate_scheduler(
         episodes: episodes per seed.
         shield: registered shield run around the policy (``none``: unshielded).
         shield_kwargs: the shield's options.
+
+    Raises:
+        InvalidActionError: the policy emitted an invalid action.
     """
     from edgesched.shields import make_shield
 
-    scenario = get_scenario(env_name)
-    cfg = scenario.config(**env_overrides)
-    sim = EdgeClusterSim(cfg, build_cluster(cfg), scenario.id)
+    sim = make_eval_sim(env_name, env_overrides)
     sh = make_shield(shield, sim, **(shield_kwargs or {}))
     rows = []
     for s in eval_seeds:
@@ -159,10 +228,14 @@ def make_record(
     result: dict[str, Any],
     config: dict[str, Any],
 ) -> dict[str, Any]:
-    """The common per-run record written to ``eval.json`` and read by the leaderboards."""
+    """The common per-run record written to ``eval.json`` and read by the leaderboards.
+
+    ``env_overrides`` is recorded without the strict-evaluation keys
+    (:func:`recorded_overrides`); ``config`` is hashed as given.
+    """
     return {
         "scenario": get_scenario(env_name).id,
-        "env_overrides": env_overrides,
+        "env_overrides": recorded_overrides(env_overrides),
         "algo": algo,
         "shield": shield,
         "train_seed": train_seed,

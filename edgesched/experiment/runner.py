@@ -33,7 +33,7 @@ from edgesched.envs.core import EdgeClusterSim
 from edgesched.envs.scenarios import get_scenario
 from edgesched.policy import EnvSpec
 
-from .evaluation import LearnedScheduler, evaluate_scheduler, make_record
+from .evaluation import LearnedScheduler, evaluate_scheduler, make_record, strict_overrides
 from .io import atomic_write_bytes, atomic_write_json, atomic_write_text, git_commit, write_jsonl
 from .schema import (
     ExperimentConfigError,
@@ -325,7 +325,7 @@ def _evaluate_and_record(
     """Evaluate a trained actor on held-out seeds and wrap the result in the common record."""
     overrides = scenario_overrides(cfg.env)
     if hasattr(trainer, "evaluate"):  # learners with their own view (dqn_central)
-        result = trainer.evaluate(cfg.env.name, overrides, seeds, episodes)
+        result = trainer.evaluate(cfg.env.name, strict_overrides(overrides), seeds, episodes)
     else:
         policy = LearnedScheduler(spec, trainer, cfg.algo.name)
         result = evaluate_scheduler(
@@ -353,7 +353,11 @@ def _evaluate_and_record(
 def evaluate_run(
     run_dir: str, eval_seeds: list[int] | None = None, episodes: int | None = None
 ) -> dict[str, Any]:
-    """Re-evaluate a run directory's last checkpoint; write ``<run_dir>/eval.json``."""
+    """Re-evaluate a run directory's last checkpoint; return the new record.
+
+    Writes nothing: the run's own ``eval.json`` (with its ``train`` block) stays as training
+    wrote it, and the caller (``evaluate.py``) decides where the new record goes.
+    """
     import torch
 
     path = Path(run_dir)
@@ -370,9 +374,7 @@ def evaluate_run(
     trainer.load_state_dict(ckpt["trainer"])
     seeds = list(eval_seeds) if eval_seeds is not None else list(cfg.experiment.eval_seeds)
     eps = int(episodes) if episodes is not None else int(cfg.experiment.eval_episodes)
-    record = _evaluate_and_record(cfg, spec, trainer, seeds, eps, ckpt["config"])
-    atomic_write_json(path / "eval.json", record)
-    return record["summary"]
+    return _evaluate_and_record(cfg, spec, trainer, seeds, eps, ckpt["config"])
 
 
 def evaluate_baseline(
