@@ -39,12 +39,16 @@ Three formats are understood, each identified by its header:
 
 Every reader raises :class:`TraceFormatError` naming the file and the 1-based line of the
 first malformed row; nothing is guessed or skipped silently (blank lines are the one
-exception: several public files end with one).
+exception: several public files end with one). Files are UTF-8, with or without a byte-order
+mark (spreadsheet exports add one); a byte that is not UTF-8 is reported with its line and
+byte offset.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -301,11 +305,30 @@ _READERS: dict[str, Callable[[str | os.PathLike[str]], Trace]] = {
 
 
 # ------------------------------------------------------------------------------ helpers
+def _decode(p: Path, data: bytes) -> str:
+    """UTF-8 text of a trace file's bytes, without a leading byte-order mark.
+
+    Raises:
+        TraceFormatError: a byte sequence is not UTF-8 (naming its line and byte offset).
+    """
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return data[skip:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        offset = skip + e.start  # offsets in the message count the file's own bytes
+        line = data.count(b"\n", 0, offset) + 1
+        bad = data[offset : skip + e.end]
+        raise TraceFormatError(
+            f"{p}:{line}: byte {bad!r} at byte offset {offset} is not UTF-8 ({e.reason}); "
+            "trace files must be UTF-8 text (a byte-order mark is allowed)"
+        ) from None
+
+
 def _header(p: Path) -> list[str]:
     if not p.is_file():
         raise TraceFormatError(f"{p}: trace file not found")
-    with open(p, newline="") as f:
-        first = f.readline()
+    with open(p, "rb") as f:
+        first = _decode(p, f.readline())
     if not first.strip():
         raise TraceFormatError(f"{p}:1: empty file; expected a CSV header")
     return [c.strip() for c in next(csv.reader([first]))]
@@ -319,18 +342,19 @@ def _rows(p: Path, required: Sequence[str]) -> tuple[list[list[str]], list[int],
             f"{p}:1: header {header!r} lacks column(s) {missing}; need {list(required)}"
         )
     rows, lines = [], []
-    with open(p, newline="") as f:
-        reader = csv.reader(f)
-        next(reader)
-        for row in reader:
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            if len(row) != len(header):
-                raise TraceFormatError(
-                    f"{p}:{reader.line_num}: {len(row)} fields, the header has {len(header)}"
-                )
-            rows.append(row)
-            lines.append(reader.line_num)
+    # decoded whole, so an undecodable byte anywhere is reported with its line, not as a
+    # bare UnicodeDecodeError from inside the csv module
+    reader = csv.reader(io.StringIO(_decode(p, p.read_bytes()), newline=""))
+    next(reader)
+    for row in reader:
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if len(row) != len(header):
+            raise TraceFormatError(
+                f"{p}:{reader.line_num}: {len(row)} fields, the header has {len(header)}"
+            )
+        rows.append(row)
+        lines.append(reader.line_num)
     if not rows:
         raise TraceFormatError(f"{p}: no jobs after the header")
     return rows, lines, header
