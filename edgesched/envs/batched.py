@@ -561,9 +561,13 @@ class BatchedSim(EdgeClusterSim):
             )
         a = np.asarray(actions)
         shape = (self.copies, self.agents_per_copy)
-        if a.shape != shape:
+        # checked here, not only per agent after the reshape, so the message shows what the
+        # caller passed rather than the flattened (B*N,) array
+        if a.shape != shape or a.dtype.kind not in "iu":
             raise InvalidActionError(
-                f"actions must be an integer array of shape {shape}; got shape {a.shape}"
+                f"actions must be an integer array of shape {shape}; got shape {a.shape} "
+                f"dtype {a.dtype} (one int action per agent: rows are the copies={self.copies}, "
+                f"columns the {self.agents_per_copy} agents of each copy)"
             )
         rewards, info, agents = self._place_actions(self._checked_actions(a.reshape(-1)))
         if self.cfg.advance == "every_step":
