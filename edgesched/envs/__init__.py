@@ -6,12 +6,21 @@ from .central import EdgeSchedCentralEnv
 from .config import ConfigError, SimConfig
 from .core import EdgeClusterSim, InvalidActionError
 from .parallel import EdgeSchedParallelEnv, make_aec, make_parallel
-from .scenarios import Scenario, get_scenario, list_scenarios, make_config, register_scenario
+from .scenarios import (
+    DataRequirement,
+    Scenario,
+    data_requirements,
+    get_scenario,
+    list_scenarios,
+    make_config,
+    register_scenario,
+)
 from .sync import SyncScheme, list_sync_schemes, register_sync_scheme
 
 __all__ = [
     "BatchedSim",
     "ConfigError",
+    "DataRequirement",
     "EdgeClusterSim",
     "EdgeSchedCentralEnv",
     "EdgeSchedParallelEnv",
@@ -19,6 +28,7 @@ __all__ = [
     "Scenario",
     "SimConfig",
     "SyncScheme",
+    "data_requirements",
     "get_scenario",
     "hardware_tiers",
     "list_scenarios",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .config import SimConfig
@@ -27,6 +28,8 @@ class Scenario:
         description: one paragraph: what the scenario stands for and why.
         params: overrides of :class:`SimConfig` defaults.
         history: one line per version.
+        data: names of the real public data files (:data:`edgesched.data.DATA_FILES`) the
+            scenario reads; empty for synthetic scenarios. See :func:`data_requirements`.
     """
 
     name: str
@@ -34,6 +37,7 @@ class Scenario:
     description: str
     params: Mapping[str, Any] = field(default_factory=dict)
     history: tuple[str, ...] = ("v0: first release.",)
+    data: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -56,12 +60,51 @@ _REGISTRY: dict[str, Scenario] = {}
 
 
 def register_scenario(scenario: Scenario) -> Scenario:
-    """Add a scenario; its parameters are validated now so a bad entry fails at import."""
+    """Add a scenario; its parameters are validated now so a bad entry fails at import.
+
+    Raises:
+        ValueError: the name is taken, or ``data`` names an unregistered data file.
+    """
+    from ..data import DATA_FILES
+
     if scenario.name in _REGISTRY:
         raise ValueError(f"scenario {scenario.name!r} is already registered")
-    SimConfig.from_dict(dict(scenario.params))
+    unknown = [d for d in scenario.data if d not in DATA_FILES]
+    if unknown:
+        raise ValueError(
+            f"scenario {scenario.name!r}: data={scenario.data!r} names unregistered data "
+            f"{unknown}; registered data: {sorted(DATA_FILES)}"
+        )
+    cfg = SimConfig.from_dict(dict(scenario.params))
+    # Scenario.data is what decides which tests skip without data and what `fetch` is told
+    # to get, so it must cover every real-data file the parameters read.
+    undeclared = sorted(_data_read_by(cfg) - set(scenario.data))
+    if undeclared:
+        raise ValueError(
+            f"scenario {scenario.name!r}: data={scenario.data!r} leaves out {undeclared}, "
+            "which its parameters read; list them in data="
+        )
     _REGISTRY[scenario.name] = scenario
     return scenario
+
+
+def _data_read_by(cfg: SimConfig) -> set[str]:
+    """Names of the registered data files that a configuration reads from the data folder.
+
+    A relative ``trace_path`` that is no registered file is left out: it may be a file of
+    the user's own, relative to the working directory.
+    """
+    from ..data import data_file_for_path
+    from .topology import EUA_SITES, TOPOLOGY_ZOO
+
+    paths = []
+    if cfg.topology == "eua":
+        paths.append(EUA_SITES)
+    if cfg.link_bandwidth_graph:
+        paths.append(TOPOLOGY_ZOO)
+    if cfg.trace_path and not Path(cfg.trace_path).is_absolute():
+        paths.append(cfg.trace_path)
+    return {e.name for e in map(data_file_for_path, paths) if e is not None}
 
 
 def get_scenario(name: str) -> Scenario:
@@ -85,6 +128,54 @@ def get_scenario(name: str) -> Scenario:
 def list_scenarios() -> list[str]:
     """Names of all registered scenarios, sorted."""
     return sorted(_REGISTRY)
+
+
+@dataclass(frozen=True)
+class DataRequirement:
+    """One real data file a scenario reads, and where it is (if anywhere).
+
+    Attributes:
+        name: data-registry entry (``python -m edgesched.data fetch --only NAME``).
+        path: its path relative to the real-data folder.
+        location: the file in the real-data folder in effect, ``None`` when missing.
+    """
+
+    name: str
+    path: str
+    location: Path | None
+
+    @property
+    def available(self) -> bool:
+        """Whether the file is there (checksums: ``python -m edgesched.data status``)."""
+        return self.location is not None
+
+
+def data_requirements(name: str, data_dir: str = "") -> tuple[DataRequirement, ...]:
+    """The real data files scenario ``name`` reads and whether each is available.
+
+    Looks in the real-data folder that the scenario would use (see
+    :func:`edgesched.envs.topology.find_data_dir`); empty for synthetic scenarios. A
+    scenario can be made when every entry is :attr:`~DataRequirement.available`; the
+    missing ones are fetched with ``python -m edgesched.data fetch --only NAME ...``.
+
+    Args:
+        name: scenario name or versioned id.
+        data_dir: the ``data_dir`` parameter the scenario would get (default: auto-detect).
+
+    Raises:
+        KeyError: unknown scenario.
+    """
+    from ..data import get_data_file
+    from .topology import find_data_dir
+
+    needs = get_scenario(name).data
+    folder = find_data_dir(data_dir) if needs else None
+    out = []
+    for d in needs:
+        path = get_data_file(d).path
+        loc = folder / path if folder is not None else None
+        out.append(DataRequirement(d, path, loc if loc is not None and loc.is_file() else None))
+    return tuple(out)
 
 
 def make_config(name: str, **overrides: Any) -> SimConfig:
@@ -207,6 +298,7 @@ register_scenario(
             "v0: first release; bandwidths log-uniform in 1-10 Gbit/s.",
             "v1: bandwidths resampled from AARNet's link capacities (Topology Zoo).",
         ),
+        data=("eua-melbcbd", "topology-zoo"),
     )
 )
 
@@ -227,6 +319,7 @@ register_scenario(
         "trace median sets its size (clipped to 0.05-20x); models are drawn from edge50's "
         "mix because Philly records none. Needs the real-data folder.",
         _edge(50, 6, 10, EDGE_RATE, trace_path=PHILLY_TRACE, trace_format="philly"),
+        data=("philly",),
     )
 )
 register_scenario(
@@ -238,6 +331,8 @@ register_scenario(
         "detected from the header). By default it replays a Pollux workload (160 jobs with "
         "their models and GPU counts, sampled from Philly). Rescaling as in edge50-philly.",
         _edge(50, 6, 10, EDGE_RATE, trace_path=POLLUX_WORKLOAD, trace_format="auto"),
+        # the default trace; a trace_path override of the user's own needs none of ours
+        data=("pollux-workload-1",),
     )
 )
 

@@ -20,6 +20,11 @@ import numpy as np
 from .catalog import hardware_tiers
 from .config import ConfigError, SimConfig
 
+EUA_SITES = "eua/site-optus-melbCBD.csv"
+"""Real-data file read by ``topology='eua'`` (path relative to the real-data folder)."""
+TOPOLOGY_ZOO = "topology-zoo/gml.tar.gz"
+"""Real-data file read by ``link_bandwidth_graph`` (path relative to the real-data folder)."""
+
 INTRA_NODE_GBPS = 100.0
 """Bandwidth between workers on the same node (PCIe/NVLink class); keeps sync time finite."""
 
@@ -64,18 +69,105 @@ class Cluster:
         return int(self.region.max()) + 1
 
 
+def _checkout_data_dir() -> Path | None:
+    """``../shared/data`` next to the source checkout this package runs from, if any."""
+    root = Path(__file__).resolve().parents[2]
+    # only a source checkout (pyproject.toml at its root) has a ../shared/data of its own;
+    # an installed package's parent folders are site-packages and the like
+    if (root / "pyproject.toml").is_file() and (root.parent / "shared" / "data").is_dir():
+        return root.parent / "shared" / "data"
+    return None
+
+
+def locate_data_dir(explicit: str = "") -> tuple[Path | None, str]:
+    """Locate the real-data folder and say where it came from.
+
+    Order: ``explicit`` (the ``data_dir`` parameter), then ``$EDGESCHED_DATA_DIR``, then
+    ``../shared/data`` next to a source checkout, then the per-user fetch cache filled by
+    ``python -m edgesched.data fetch`` (``$EDGESCHED_CACHE_DIR`` overrides its place). An
+    explicit folder or ``$EDGESCHED_DATA_DIR``, when set, is the only place looked at, so a
+    typo fails instead of silently reading other data; the value ``none`` means no
+    real-data folder at all (a machine without data, even next to ``../shared/data``).
+
+    Args:
+        explicit: folder given by the caller; empty for none.
+
+    Returns:
+        The folder (``None`` when there is none) and a phrase naming its origin, or why
+        there is none, for messages.
+    """
+    from ..data import ENV_DATA_DIR, NO_DATA, cache_dir
+
+    for value, origin in ((explicit, "data_dir"), (os.environ.get(ENV_DATA_DIR, ""), None)):
+        if not value:
+            continue
+        origin = origin or f"${ENV_DATA_DIR}"
+        if value.strip().lower() == NO_DATA:
+            return None, f"{origin}={value!r} disables the real-data folder"
+        folder = Path(os.path.expanduser(value))
+        if folder.is_dir():
+            return folder, f"{origin}={value!r}"
+        return None, f"{origin}={value!r} does not exist"
+    checkout = _checkout_data_dir()
+    if checkout is not None:
+        return checkout, "../shared/data next to the source checkout"
+    cache = cache_dir()
+    if cache.is_dir():
+        return cache, "the fetch cache"
+    return None, (
+        f"no real-data folder found (no data_dir, no ${ENV_DATA_DIR}, no ../shared/data next "
+        f"to a source checkout, no fetch cache at {cache})"
+    )
+
+
 def find_data_dir(explicit: str = "") -> Path | None:
     """Locate the real-data folder, or return ``None`` when none exists.
 
-    Looks at ``explicit``, then ``$EDGESCHED_DATA_DIR``, then ``../shared/data`` next to a
-    source checkout.
+    Looks at ``explicit``, then ``$EDGESCHED_DATA_DIR`` (``none``: no folder), then
+    ``../shared/data`` next to a source checkout, then the fetch cache; see
+    :func:`locate_data_dir`.
     """
-    candidates = [explicit, os.environ.get("EDGESCHED_DATA_DIR", "")]
-    candidates.append(str(Path(__file__).resolve().parents[3] / "shared" / "data"))
-    for c in candidates:
-        if c and Path(c).is_dir():
-            return Path(c)
-    return None
+    return locate_data_dir(explicit)[0]
+
+
+def data_help(path: str, explicit: str = "") -> str:
+    """Where the real-data folder is (or why there is none) and how to get file ``path``.
+
+    Args:
+        path: the file's path relative to the real-data folder.
+        explicit: the ``data_dir`` parameter in effect.
+    """
+    from ..data import ENV_DATA_DIR, cache_dir, data_file_for_path, fetch_command
+
+    data, origin = locate_data_dir(explicit)
+    where = (
+        f"The real-data folder is {data} ({origin})"
+        if data is not None
+        else f"No real-data folder: {origin}"
+    )
+    entry = data_file_for_path(path)
+    if entry is None:  # a file of the user's own
+        return (
+            f"{where}. Give an absolute path, or set data_dir=... or ${ENV_DATA_DIR} to the "
+            "folder it is relative to."
+        )
+    return (
+        f"{where}. Download the file with `{fetch_command([entry.name])}` into the fetch "
+        f"cache {cache_dir()} (used when data_dir and ${ENV_DATA_DIR} are unset and no "
+        "../shared/data sits next to a source checkout), or set data_dir=... or "
+        f"${ENV_DATA_DIR} to a folder that holds {path}."
+    )
+
+
+def missing_data_message(need: str, path: str, explicit: str = "") -> str:
+    """Error text for a real-data file that is not there: where we looked and how to get it.
+
+    Args:
+        need: what needs the file, e.g. ``"topology='eua'"``.
+        path: the file's path relative to the real-data folder.
+        explicit: the ``data_dir`` parameter in effect.
+    """
+    return f"{need} needs {path} from the real-data folder. {data_help(path, explicit)}"
 
 
 def load_eua_sites(path: Path) -> np.ndarray:
@@ -132,11 +224,10 @@ def topology_zoo_link_speeds(graph: str, data_dir: str = "") -> np.ndarray:
         ConfigError: data folder, archive or graph missing, or no link with a capacity.
     """
     data = find_data_dir(data_dir)
-    archive = data / "topology-zoo" / "gml.tar.gz" if data else None
+    archive = data / TOPOLOGY_ZOO if data else None
     if archive is None or not archive.is_file():
         raise ConfigError(
-            f"link_bandwidth_graph={graph!r} needs topology-zoo/gml.tar.gz from the real-data "
-            f"folder; set data_dir=... or $EDGESCHED_DATA_DIR (looked in {data or 'nothing'})"
+            missing_data_message(f"link_bandwidth_graph={graph!r}", TOPOLOGY_ZOO, data_dir)
         )
     st = archive.stat()
     return _zoo_link_speeds(graph, str(archive.resolve()), st.st_mtime_ns).copy()
@@ -177,19 +268,10 @@ def _zoo_link_speeds(graph: str, archive_path: str, mtime_ns: int) -> np.ndarray
 def _positions(cfg: SimConfig, rng: np.random.Generator) -> np.ndarray:
     if cfg.topology != "eua":
         return rng.random((cfg.num_nodes, 2))
-    if cfg.data_dir and not Path(cfg.data_dir).is_dir():
-        raise ConfigError(
-            f"data_dir={cfg.data_dir!r} does not exist; point it (or $EDGESCHED_DATA_DIR) at "
-            "the real-data folder that holds eua/site-optus-melbCBD.csv"
-        )
     data = find_data_dir(cfg.data_dir)
-    site_file = data / "eua" / "site-optus-melbCBD.csv" if data else None
+    site_file = data / EUA_SITES if data else None
     if site_file is None or not site_file.is_file():
-        raise ConfigError(
-            "topology='eua' needs the EUA Melbourne site file eua/site-optus-melbCBD.csv from "
-            "the real-data folder; set data_dir=... or $EDGESCHED_DATA_DIR (looked in "
-            f"{data or 'no data folder found'})"
-        )
+        raise ConfigError(missing_data_message("topology='eua'", EUA_SITES, cfg.data_dir))
     latlon = load_eua_sites(site_file)
     if cfg.num_nodes > len(latlon):
         raise ConfigError(

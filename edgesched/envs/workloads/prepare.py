@@ -46,13 +46,15 @@ def resolve_trace_path(path: str, data_dir: str = "") -> Path:
     """Locate a trace file: absolute, relative to the working directory, or in the data folder.
 
     Relative paths that do not exist under the working directory are looked up in the
-    real-data folder (``data_dir``, ``$EDGESCHED_DATA_DIR`` or ``../shared/data``), so the
-    registered trace scenarios can name e.g. ``pollux-osdi21/traces/philly.csv``.
+    real-data folder (see :func:`edgesched.envs.topology.find_data_dir`: ``data_dir``,
+    ``$EDGESCHED_DATA_DIR``, ``../shared/data`` or the fetch cache), so the registered trace
+    scenarios can name e.g. ``pollux-osdi21/traces/philly.csv``.
 
     Raises:
-        ConfigError: the file exists in none of those places.
+        ConfigError: the file exists in none of those places; for a registered data file the
+            message names the command that downloads it.
     """
-    from ..topology import find_data_dir
+    from ..topology import data_help, find_data_dir
 
     p = Path(os.path.expanduser(path))
     tried = [p]
@@ -65,11 +67,13 @@ def resolve_trace_path(path: str, data_dir: str = "") -> Path:
             tried.append(cand)
             if cand.is_file():
                 return cand
-    raise ConfigError(
-        f"trace_path={path!r}: no such file (looked at {[str(t) for t in tried]}); give an "
-        "absolute path, or a path relative to the real-data folder (data_dir or "
-        "$EDGESCHED_DATA_DIR)"
-    )
+    msg = f"trace_path={path!r}: no such file (looked at {[str(t) for t in tried]})"
+    if p.is_absolute():
+        msg += "; give the path of an existing file"
+    else:
+        # where the data folder came from and, for registered files, the fetch command
+        msg += ". " + data_help(p.as_posix(), data_dir)
+    raise ConfigError(msg)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,7 @@
+"""``python -m edgesched.data``: list, fetch and check the real public data."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
