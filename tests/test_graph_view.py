@@ -14,7 +14,6 @@ import pytest
 
 from edgesched.envs import EdgeClusterSim, list_scenarios, make_config
 from edgesched.envs.core import NODE_FEATURES, QUEUED, RUNNING
-from edgesched.envs.topology import find_data_dir
 
 STEPS = 25
 
@@ -24,10 +23,10 @@ REVERSE = {
 }
 
 
-def _needs_data(name: str) -> bool:
-    from conftest import NEEDS_DATA
+def _needs_data(name: str) -> str | None:
+    from conftest import scenario_skip_reason
 
-    return name in NEEDS_DATA and find_data_dir() is None
+    return scenario_skip_reason(name)
 
 
 def _random_actions(sim: EdgeClusterSim, rng: np.random.Generator, defer: bool) -> np.ndarray:
@@ -119,8 +118,8 @@ def _check_graph(sim: EdgeClusterSim, g: dict[str, Any]) -> dict[Any, tuple[int,
 
 @pytest.mark.parametrize("name", list_scenarios())
 def test_graph_view_consistent_along_trajectory(name):
-    if _needs_data(name):
-        pytest.skip(f"{name} needs the real-data folder (find_data_dir() is None)")
+    if reason := _needs_data(name):
+        pytest.skip(reason)
     sim = EdgeClusterSim(make_config(name))
     # Trace-driven scenarios replay quiet trace windows too: try a few workloads until one
     # exercises both job node types within STEPS (the first one does for synthetic ones).

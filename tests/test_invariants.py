@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import DATA_DIR
+from conftest import needs_scenario_data
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -392,7 +392,7 @@ def test_invariants_hold_every_step_trace_driven(
     run_and_check(params, seed, policy_seed)
 
 
-@pytest.mark.skipif(DATA_DIR is None, reason="real-data folder absent (set EDGESCHED_DATA_DIR)")
+@needs_scenario_data("melbourne125")
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(params=melbourne_configs(), seed=SEEDS, policy_seed=st.integers(0, 2**16))
 def test_invariants_hold_every_step_melbourne(

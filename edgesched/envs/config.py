@@ -14,6 +14,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from .catalog import MODEL_REQUIREMENTS, hardware_tiers
+
 COLLISION_MODES = ("overload", "reject")
 REWARD_MODES = ("local", "team")
 ADVANCE_MODES = ("every_step", "when_idle")
@@ -25,6 +27,23 @@ PROGRESS_MODELS = ("profile", "tapfinger")
 CONFLICT_RULES = ("random", "fit")
 ALLOC_MODES = ("scale", "grid")
 TRACE_FORMAT_CHOICES = ("auto", "philly", "pollux", "alibaba")
+
+MAX_EXPECTED_JOBS = 2_000_000
+"""Cap on the jobs an episode is expected to draw (:meth:`SimConfig.expected_jobs`). The
+simulator draws every arrival of the episode at reset, before ``max_jobs`` truncates them,
+so an ``arrival_rate`` near its range's top would otherwise allocate tens of GiB."""
+MAX_JOB_ARRAY_BYTES = 4 << 30
+"""Cap (4 GiB) on the estimated size of one episode's per-job arrays
+(:meth:`SimConfig.job_array_bytes`); grid allocation modes cost about 27 bytes per job and
+level, so this bounds jobs times levels as well."""
+MAX_ARRIVAL_CELLS = 20_000_000
+"""Cap on ``arrival_slots * num_nodes`` under ``arrival_scope='node'``: arrivals are drawn
+per (slot, node) cell, four 8-byte arrays of that many cells (640 MB at the cap)."""
+EDGEGOSSIP_MAX_MIN_GAIN = 0.1
+"""Largest allowed ``edgegossip_min_gain``. The gain per epoch of an S-shaped curve (``conv_k``
+> 1) peaks at its inflection: 0.134 for ncf, 0.144 for deepspeech2, 0.155 for bert. A threshold
+above a model's peak stops every job of it at the inflection (quality 0.18-0.49), whatever
+its target, so the stop no longer measures flattening gains; 0.1 keeps a margin below 0.134."""
 
 
 class ConfigError(ValueError):
@@ -148,13 +167,17 @@ class SimConfig:
     """Multiplies the probability that a worker straggles in a slot (capped at 1)."""
     edgegossip_min_gain: float = 0.01
     """``edgegossip`` jobs stop once their accuracy gain per epoch, past the curve's
-    inflection, falls below this (0.01 = 1 point per epoch); 0 turns the stop off."""
+    inflection, falls below this (0.01 = 1 point per epoch); 0 turns the stop off. At most
+    :data:`EDGEGOSSIP_MAX_MIN_GAIN` (0.1): larger thresholds stop jobs at their curve's
+    inflection whatever their target."""
 
     # --- decisions -----------------------------------------------------------------------
     alloc_mode: str = "scale"
     """``scale``: allocation = minimum demand x ``alloc_scales``. ``grid``: absolute grid."""
     alloc_scales: tuple[float, ...] = (1.0, 2.0, 4.0)
-    """Multipliers of (cpu, gpu) minimum demand offered as allocation levels."""
+    """Multipliers of (cpu, gpu) minimum demand offered as allocation levels. The smallest must
+    let some node (a tier of ``tier_mix`` with positive weight, or an entry of
+    ``custom_capacities``) host one worker of every model in ``models``."""
     alloc_grid_max: tuple[int, int] = (16, 16)
     """Grid mode: largest CPU and GPU count per task (grid is 0..max x 0..max, (0,0) = skip)."""
     pending_slots: int = 1
@@ -277,7 +300,7 @@ class SimConfig:
         _float_range("contention_exponent", self.contention_exponent, 0.0, 10.0)
         _float_range("straggler_scale", self.straggler_scale, 0.0, 1e3)
         _float_range("straggler_prob_scale", self.straggler_prob_scale, 0.0, 1e3)
-        _float_range("edgegossip_min_gain", self.edgegossip_min_gain, 0.0, 1.0)
+        _float_range("edgegossip_min_gain", self.edgegossip_min_gain, 0.0, EDGEGOSSIP_MAX_MIN_GAIN)
         _float_range("collision_penalty", self.collision_penalty, 0.0, 1e9)
         _float_range("resource_cost_weight", self.resource_cost_weight, 0.0, 1e9)
         _float_range("accuracy_gain_weight", self.accuracy_gain_weight, 0.0, 1e9)
@@ -326,6 +349,159 @@ class SimConfig:
             raise ConfigError(
                 "progress_model='tapfinger' requires alloc_mode='grid' (TapFinger allocates "
                 f"absolute CPU/GPU counts); got alloc_mode={self.alloc_mode!r}"
+            )
+        self._check_allocations_fit()
+        self._check_workload_size()
+
+    # ------------------------------------------------------------------ derived sizes
+    def num_alloc_levels(self) -> int:
+        """Number of allocation levels per placement (``alloc_scales`` or the grid's size)."""
+        if self.alloc_mode == "grid":
+            cmax, gmax = self.alloc_grid_max
+            return (cmax + 1) * (gmax + 1) - 1  # (0, 0) is the defer action
+        return len(self.alloc_scales)
+
+    def expected_jobs(self) -> float:
+        """Upper estimate of the jobs one episode draws, before ``max_jobs`` truncates them.
+
+        ``arrival_rate * arrival_slots`` (times ``num_nodes`` under ``arrival_scope='node'``),
+        times the largest mean the modulation can have: ``1 + diurnal_amplitude`` for the
+        sinusoid and ``1 + min(1, burst_prob * burst_mean_slots) * (burst_multiplier - 1)``
+        for bursts. Trace-driven workloads are rescaled to ``arrival_rate`` and counted alike.
+        """
+        streams = self.num_nodes if self.arrival_scope == "node" else 1
+        burst = 1.0 + min(1.0, self.burst_prob * self.burst_mean_slots) * (
+            self.burst_multiplier - 1.0
+        )
+        return (
+            self.arrival_rate
+            * self.arrival_slots
+            * streams
+            * (1.0 + self.diurnal_amplitude)
+            * burst
+        )
+
+    def job_array_bytes(self) -> float:
+        """Estimated bytes of one episode's per-job arrays (:meth:`expected_jobs` jobs).
+
+        About 640 bytes per job plus 27 per job and allocation level (measured with
+        ``tracemalloc`` on edge10 and tapfinger-hetero6), plus 17 per job and node under
+        ``visibility='shared'`` (each job draws a random order of all agents).
+        """
+        jobs = self.expected_jobs()
+        if self.max_jobs:
+            jobs = min(jobs, float(self.max_jobs))
+        per_job = 640.0 + 27.0 * self.num_alloc_levels()
+        if self.visibility == "shared":
+            per_job += 17.0 * self.num_nodes
+        return jobs * per_job
+
+    def _check_workload_size(self) -> None:
+        """Reject workloads whose arrays would not fit in memory, before anything is drawn."""
+        if self.arrival_scope == "node" and self.arrival_slots * self.num_nodes > MAX_ARRIVAL_CELLS:
+            raise ConfigError(
+                f"arrival_slots={self.arrival_slots} x num_nodes={self.num_nodes} = "
+                f"{self.arrival_slots * self.num_nodes:,} (slot, node) arrival cells; the limit "
+                f"is {MAX_ARRIVAL_CELLS:,} under arrival_scope='node': lower arrival_slots or "
+                "use arrival_scope='cluster'"
+            )
+        jobs = self.expected_jobs()
+        how = (
+            f"arrival_rate={self.arrival_rate!r} x arrival_slots={self.arrival_slots}"
+            + (f" x num_nodes={self.num_nodes}" if self.arrival_scope == "node" else "")
+            + " x the diurnal and burst modulation"
+        )
+        if jobs > MAX_EXPECTED_JOBS:
+            raise ConfigError(
+                f"arrival_rate={self.arrival_rate!r} implies about {jobs:,.0f} jobs per episode "
+                f"({how}; every arrival is drawn before max_jobs truncates them); the limit is "
+                f"{MAX_EXPECTED_JOBS:,} expected jobs: need arrival_rate <= "
+                f"{self.arrival_rate * MAX_EXPECTED_JOBS / jobs:.6g} or fewer arrival_slots"
+            )
+        size = self.job_array_bytes()
+        if size > MAX_JOB_ARRAY_BYTES:
+            raise ConfigError(
+                f"arrival_rate={self.arrival_rate!r} with {self.num_alloc_levels()} allocation "
+                f"levels implies about {size / 2**30:.1f} GiB of per-job arrays ({how}, "
+                f"max_jobs={self.max_jobs}); the limit is {MAX_JOB_ARRAY_BYTES / 2**30:g} GiB: "
+                "lower arrival_rate, arrival_slots or max_jobs, or use fewer allocation levels"
+            )
+
+    def _check_allocations_fit(self) -> None:
+        """Every model must fit on some node at its smallest allocation level.
+
+        A job whose smallest allocation no node can host never gets a feasible placement: it
+        waits until truncation and its agent can only defer. Nodes are the entries of
+        ``custom_capacities`` or the tiers of ``tier_mix`` with positive weight (any node may
+        be drawn from those). Models or tiers unknown here are reported when the simulator is
+        built; so are models whose minimum demand exceeds every node (an error of ``models``
+        or the nodes, not of the allocation levels).
+        """
+        if self.custom_capacities:
+            nodes = [tuple(float(v) for v in cap) for cap in self.custom_capacities]
+            where = "custom_capacities"
+        else:
+            tiers = hardware_tiers()
+            nodes = [
+                (tiers[t].cpu, tiers[t].gpu, tiers[t].mem)
+                for t, w in self.tier_mix
+                if t in tiers and w > 0
+            ]
+            where = "the tiers of tier_mix"
+        if not nodes:
+            return
+        if self.progress_model == "tapfinger":
+            # lazy: core imports this module
+            from .core import TAPFINGER_MIN_DEMAND
+
+            demand = {name: tuple(TAPFINGER_MIN_DEMAND) for name, _ in self.models}
+        else:
+            demand = {
+                name: tuple(
+                    float(MODEL_REQUIREMENTS[name][f"min_{r}"]) for r in ("cpu", "gpu", "mem")
+                )
+                for name, _ in self.models
+                if name in MODEL_REQUIREMENTS
+            }
+        eps = 1e-9  # the simulator's own tolerance for "fits"
+        if self.alloc_mode == "grid":
+            cmax, gmax = self.alloc_grid_max
+            short = {n: d for n, d in demand.items() if d[0] > cmax + eps or d[1] > gmax + eps}
+            if short:
+                need = (max(d[0] for d in short.values()), max(d[1] for d in short.values()))
+                raise ConfigError(
+                    f"alloc_grid_max={self.alloc_grid_max!r}: no grid level reaches the minimum "
+                    f"(cpu, gpu) demand of model(s) {short}, so their jobs could never be "
+                    f"placed; need alloc_grid_max >= ({math.ceil(need[0])}, "
+                    f"{math.ceil(need[1])}) with these models"
+                )
+            return
+
+        def largest_scale(d: tuple[float, float, float]) -> float:
+            """Largest multiplier of (cpu, gpu) at which some node hosts one worker."""
+            best = 0.0
+            for cpu, gpu, mem in nodes:
+                if d[2] > mem + eps:  # memory is not scaled
+                    continue
+                by_cpu = cpu / d[0] if d[0] > 0 else math.inf
+                by_gpu = gpu / d[1] if d[1] > 0 else math.inf
+                best = max(best, min(by_cpu, by_gpu))
+            return best
+
+        limit = {n: largest_scale(d) for n, d in demand.items()}
+        fits_at_all = {n: s for n, s in limit.items() if s >= 1.0 - eps}
+        smallest = min(self.alloc_scales)
+        bad = [n for n, s in fits_at_all.items() if smallest > s * (1 + eps)]
+        if bad:
+            need = ", ".join(
+                f"{n} (cpu {demand[n][0] * smallest:g}, gpu {demand[n][1] * smallest:g})"
+                for n in bad
+            )
+            raise ConfigError(
+                f"alloc_scales={self.alloc_scales!r}: at the smallest level {smallest:g} no node "
+                f"of {where} can host one worker of {need}, so those jobs could never be "
+                "placed; with these models and nodes the smallest scale must lie in "
+                f"[1.0, {min(fits_at_all.values()):g}]"
             )
 
 
