@@ -7,9 +7,16 @@ Hydra composes ``conf/config.yaml`` (typed by :mod:`edgesched.experiment.schema`
     python train.py -m hydra/launcher=slurm ...                # SLURM (extra: slurm)
     python train.py -m hydra/launcher=ray ...                  # Ray (extra: ray)
 
-A bad configuration (unknown algorithm or scenario, misspelled key, out-of-range value) stops
-before anything is written: one line on stderr naming the key, exit status 2 (1 for errors
-Hydra reports while composing), and no file or directory left under ``output_dir``.
+A bad configuration (unknown algorithm or scenario, misspelled key, also with Hydra's ``+``,
+out-of-range value, unreadable trace or checkpoint) stops before training: one line on stderr
+naming the key with the closest valid spelling, exit status 2 (1 for the rare errors Hydra
+reports while composing, such as a value of the wrong type), and no file or directory left
+under ``output_dir``. ``--help`` lists the groups and the configuration, with only the chosen
+algorithm's hyperparameters.
+
+A run prints where it writes, its progress (a bar on a terminal, otherwise a line every
+``experiment.log_every`` updates, about 20 per run by default) and at the end the held-out
+evaluation summary and the run directory.
 """
 
 from __future__ import annotations
@@ -26,8 +33,16 @@ from omegaconf import DictConfig
 import edgesched.experiment
 from edgesched import ConfigError
 from edgesched.experiment import ExperimentConfigError, register_configs, validate
+from edgesched.experiment.cli import check_algo_overrides, check_command_line
 
 CONFIG_ERRORS = (ExperimentConfigError, ConfigError, KeyError)
+CONF_DIR = Path(__file__).resolve().parent / "conf"
+
+
+def config_error(exc: BaseException) -> str:
+    """The one line ``train.py`` prints for a configuration error."""
+    msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    return f"train.py: configuration error: {' '.join(str(msg).split())}"
 
 
 def remove_empty_dirs(leaf: str | Path, root: str | Path) -> None:
@@ -38,9 +53,12 @@ def remove_empty_dirs(leaf: str | Path, root: str | Path) -> None:
     root_p, cwd = Path(root).resolve(), Path.cwd().resolve()
     path = Path(leaf).resolve()
     while path == root_p or root_p in path.parents:
-        if path == cwd or path in cwd.parents or not path.is_dir() or any(path.iterdir()):
+        if path == cwd or path in cwd.parents:
             return
-        path.rmdir()
+        if path.is_dir():  # already gone when the runner removed it: go on with its parents
+            if any(path.iterdir()):
+                return
+            path.rmdir()
         path = path.parent
 
 
@@ -49,11 +67,12 @@ def main(cfg: DictConfig) -> dict[str, Any]:
     """Validate, train and evaluate; return the final evaluation metrics (for sweepers)."""
     hydra_cfg = HydraConfig.get()
     try:
-        validate(cfg)  # before anything is written (the runner checks again)
+        # before anything is written (the runner validates again)
+        check_algo_overrides(str(cfg.algo.name), list(hydra_cfg.overrides.task))
+        validate(cfg)
         return edgesched.experiment.run(cfg)
     except CONFIG_ERRORS as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        print(f"train.py: configuration error: {' '.join(str(msg).split())}", file=sys.stderr)
+        print(config_error(exc), file=sys.stderr)
         if hydra_cfg.mode == RunMode.MULTIRUN:
             raise  # the launcher marks this job failed; the sweep exits non-zero
         sys.exit(2)
@@ -67,4 +86,10 @@ def main(cfg: DictConfig) -> dict[str, Any]:
 register_configs()
 
 if __name__ == "__main__":
+    # Typos in groups and keys, before Hydra answers them with a traceback or a '+' hint
+    try:
+        check_command_line(sys.argv[1:], CONF_DIR)
+    except ExperimentConfigError as exc:
+        print(config_error(exc), file=sys.stderr)
+        sys.exit(2)
     main()

@@ -39,7 +39,7 @@ def render(name: str) -> str:
     return (
         f"{HEADER}# {scenario.id}: {about[2:]}\n"
         "defaults:\n"
-        "  - env_schema\n"
+        "  - /schema/env@_here_\n"
         "  - _self_\n"
         "\n"
         f"name: {name}\n"

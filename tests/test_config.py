@@ -57,7 +57,7 @@ def test_groups_mirror_the_registries():
 @pytest.mark.parametrize(("group", "name"), _group_files(), ids=lambda x: str(x))
 def test_every_group_file_composes_against_its_schema(group, name):
     text = (CONF / group / f"{name}.yaml").read_text()
-    assert f"- {group}_schema" in text, "each group file starts from its typed schema"
+    assert f"- /schema/{group}@_here_" in text, "each group file starts from its typed schema"
     cfg = _compose([f"{group}={name}"])
     assert OmegaConf.get_type(cfg[group]).__name__.endswith("Config")
     assert cfg[group].name == name
@@ -140,16 +140,28 @@ def test_env_config_check_reports_drift(tmp_path):
 
 
 BAD_CONFIGS = {
-    "misspelled_key": (["algo.lrr=1"], "lrr"),
-    "unknown_algo": (["algo=maddpgg"], "algo/maddpgg"),
-    "unknown_env": (["env=edge51"], "env/edge51"),
+    "misspelled_key": (["algo.lrr=1"], "did you mean algo.lr?"),
+    # Hydra's own hint for the line above; it used to train with the key ignored
+    "misspelled_key_added": (["+algo.lrr=0.1"], "did you mean algo.lr?"),
+    "misspelled_nested_key": (["env.trace.pth=a.csv"], "did you mean env.trace.path?"),
+    "misspelled_top_key": (["sed=1"], "did you mean seed?"),
+    "unknown_top_key_added": (["+lrr=1"], "lrr"),
+    "unknown_algo": (["algo=maddpgg"], "algo=maddpgg"),
+    "misspelled_algo": (["algo=mapo"], "did you mean algo=mappo?"),
+    "schema_as_algo": (["algo=algo_schema"], "algo=algo_schema: no such algo option"),
+    "misspelled_algo_in_sweep": (["-m", "algo=mappo,ipo"], "did you mean algo=ippo?"),
+    "unknown_env": (["env=edge51"], "did you mean env=edge50?"),
+    "hyperparameter_of_another_algo": (
+        ["algo=dqn_central", "algo.clip=0.3"],
+        "algo=dqn_central does not use algo.clip",
+    ),
     "negative_budget": (["experiment.total_env_steps=-1"], "experiment.total_env_steps"),
     "bad_scenario_override": (["+env.overrides.arival_rate=1"], "arival_rate"),
     "out_of_range_value": (["algo.gamma=1.5"], "algo.gamma"),
     "srole_without_shield": (["algo=srole", "shield=none"], "shield.name"),
     "dqn_central_with_shield": (["algo=dqn_central", "shield=central"], "shield.name"),
     "penalty_without_shield": (["algo.collision_penalty=1.0"], "algo.collision_penalty"),
-    "unknown_shield": (["shield=centrall"], "shield/centrall"),
+    "unknown_shield": (["shield=centrall"], "did you mean shield=central?"),
     "bad_boundary_mode": (["shield=regional", "shield.boundary=maybe"], "shield.boundary"),
     "zero_rounds": (["shield=regional", "shield.rounds=0"], "shield.rounds"),
     "tapfinger_with_shield": (["algo=tapfinger", "shield=central"], "shield.name"),
@@ -174,9 +186,12 @@ def test_bad_config_fails_early_and_writes_nothing(case, tmp_path):
         cwd=tmp_path,
         timeout=120,
     )
-    assert proc.returncode != 0
+    assert proc.returncode == 2, proc.stderr
     assert key in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    listed = proc.stderr.rpartition(" are ")[2]  # the valid options or keys, when listed
+    assert "schema" not in listed, proc.stderr
     assert not out.exists() or not any(out.rglob("*")), sorted(out.rglob("*"))
     assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["results"])
 
@@ -210,3 +225,74 @@ def test_benchmark_sweep_configs_compose(name):
     validate(cfg)
     assert list(cfg.experiment.eval_seeds) == list(range(10_000, 10_010))
     assert "seed" in cfg.hydra.sweeper.params
+
+
+def test_algo_params_are_what_each_algo_file_sets():
+    """ALGO_PARAMS (help, per-algorithm checks) and conf/algo/<name>.yaml say the same."""
+    from dataclasses import fields
+
+    from edgesched.experiment.schema import ALGO_PARAMS, AlgoConfig, algo_params
+
+    assert sorted(ALGO_PARAMS) == list_algorithms()
+    for name in list_algorithms():
+        keys = set(OmegaConf.load(CONF / "algo" / f"{name}.yaml")) - {"defaults"}
+        assert set(algo_params(name)) == keys | {"variant"}, name
+    used = {key for name in ALGO_PARAMS for key in algo_params(name)}
+    assert used == {f.name for f in fields(AlgoConfig)}, "every field belongs to an algorithm"
+
+
+def test_added_unknown_key_is_rejected_after_composition():
+    """``+algo.lrr`` passes Hydra's composition; validate names it and the close match."""
+    from edgesched.experiment import ExperimentConfigError
+
+    cfg = _compose(["+algo.lrr=0.1"])
+    assert cfg.algo.lrr == 0.1  # Hydra accepted it ...
+    with pytest.raises(ExperimentConfigError, match=r"algo\.lrr .*did you mean algo\.lr\?"):
+        validate(cfg)  # ... validation does not
+    with pytest.raises(ExperimentConfigError, match=r"env\.trace\.pth"):
+        validate(_compose(["+env.trace.pth=x"]))
+    validate(_compose(["+env.overrides.arrival_rate=0.5"]))  # scenario parameters are free
+
+
+def test_group_typo_lists_no_schema_entries():
+    from edgesched.experiment import ExperimentConfigError
+    from edgesched.experiment.cli import check_command_line, group_options
+
+    for group in GROUPS:
+        assert not [o for o in group_options(CONF, group) if "schema" in o], group
+    with pytest.raises(ExperimentConfigError) as err:
+        check_command_line(["env=edge51"], CONF)
+    assert "did you mean env=edge50?" in str(err.value) and "schema" not in str(err.value)
+    check_command_line(["-m", "algo=glob(*)", "env=edge10,edge50", "+env.overrides.x=1"], CONF)
+    check_command_line(["hydra/launcher=joblib", "hydra.launcher.n_jobs=3"], CONF)
+
+
+def _help(*overrides: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *overrides, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _algo_section(text: str) -> set[str]:
+    lines = text.split("\nalgo:  #", 1)[1].split("\nenv:", 1)[0].splitlines()
+    rows = [line for line in lines if line.startswith("  ") and not line.strip().startswith("#")]
+    return {line.split(":")[0].strip() for line in rows}
+
+
+def test_help_shows_the_chosen_algorithms_own_hyperparameters():
+    from edgesched.experiment.schema import algo_params
+
+    text = _help()
+    assert _algo_section(text) == set(algo_params("mappo"))
+    assert "buffer_size" not in text and "gnn_hidden" not in text
+    assert "lr: 0.0005" in text and "# Adam learning rate" in text
+    assert "algo: dqn_central, ippo, mappo, rlpto, srole, tapfinger" in text
+    assert "schema" not in text
+    dqn = _help("algo=dqn_central", "experiment=smoke")
+    assert _algo_section(dqn) == set(algo_params("dqn_central"))
+    assert "total_env_steps: 64" in dqn

@@ -1262,6 +1262,11 @@ class EdgeClusterSim:
         need_q = np.minimum(self.j_target, 1 - 1e-12)
         x_target = self.j_tau * (-np.log1p(-need_q)) ** (1.0 / self._convk[m])
         need = np.minimum(x_target, self.j_max_samples)
+        if self.cfg.edgegossip_min_gain > 0 and self._acc_stop.any():
+            # an accuracy-aware stop may end a job before its target: bound that point too
+            u = _accuracy_stop_u(self._convk, self._q90f, self.cfg.edgegossip_min_gain)[m]
+            stops = self._acc_stop[self.j_sync]
+            need = np.where(stops, np.minimum(need, self.j_tau * u ** (1.0 / self._convk[m])), need)
         return np.maximum(np.ceil(need / samples_per_slot - 1e-9), 1.0)
 
     def episode_metrics(self) -> dict[str, Any]:
@@ -1393,6 +1398,30 @@ class EdgeClusterSim:
 def _tapfinger_step(is_lm: np.ndarray, gpus: np.ndarray, p: np.ndarray) -> np.ndarray:
     """TapFinger's per-slot progress (DESIGN §4.4): IMG 0.25, LM tanh(g/16) sqrt(1.2 - p)."""
     return np.where(is_lm, np.tanh(gpus / 16.0) * np.sqrt(np.maximum(1.2 - p, 0.0)), 0.25)
+
+
+def _accuracy_stop_u(k: np.ndarray, q90f: np.ndarray, min_gain: float) -> np.ndarray:
+    """Per model, the least ``u = (x / tau) ** k`` at which EdgeGossip's stop can fire.
+
+    The stop (:meth:`EdgeClusterSim.advance_clock`) fires once ``u > (k - 1) / k`` and the
+    gain per epoch ``0.1 k q90f u ** (1 - 1/k) exp(-u)`` is below ``min_gain``; past
+    ``(k - 1) / k`` (the gain's peak) the gain only falls, so bisection finds the crossing.
+    The lower end of the bracket is returned: a bound from it never exceeds the true point.
+    """
+    a = 1.0 - 1.0 / k
+
+    def gain(u: np.ndarray) -> np.ndarray:
+        return 0.1 * k * q90f * u**a * np.exp(-u)
+
+    lo = np.maximum(a, 1e-12)
+    hi = np.full_like(lo, 800.0)  # exp(-800) is 0.0: below any positive threshold
+    below = gain(lo) < min_gain  # already past the crossing where the stop may first fire
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        up = gain(mid) >= min_gain
+        lo = np.where(up, mid, lo)
+        hi = np.where(up, hi, mid)
+    return np.where(below, np.maximum(a, 1e-12), lo)
 
 
 def _has_duplicates(a: np.ndarray) -> bool:

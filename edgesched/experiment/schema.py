@@ -2,13 +2,20 @@
 
 The dataclasses are registered in Hydra's ConfigStore by :func:`register_configs`, so a
 misspelled key fails at composition, naming the key. Value ranges are checked by
-:func:`validate` before anything is written, naming the key, the value and what is allowed.
+:func:`validate` before anything is written, naming the key, the value and what is allowed;
+it also rejects keys that no schema declares (Hydra's ``+key=value`` adds them regardless).
+
+:class:`AlgoConfig` holds the hyperparameters of every algorithm (one type, so records and
+checkpoints of all algorithms share one layout); :data:`ALGO_PARAMS` says which of them each
+algorithm reads, for ``train.py --help`` and for rejecting a command-line setting that the
+chosen algorithm would ignore.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +103,72 @@ class AlgoConfig:
     forecast_window: int = 10
     forecast_refit: int = 50
     variant: str = ""
+
+
+_PPO_PARAMS = (
+    "lr",
+    "gamma",
+    "gae_lambda",
+    "clip",
+    "epochs",
+    "minibatches",
+    "vf_coef",
+    "ent_coef_start",
+    "ent_coef_end",
+    "max_grad_norm",
+    "hidden",
+    "value_norm",
+    "collision_penalty",
+)
+
+ALGO_PARAMS: dict[str, tuple[str, ...]] = {
+    "dqn_central": (
+        "lr",
+        "gamma",
+        "max_grad_norm",
+        "hidden",
+        "buffer_size",
+        "learning_starts",
+        "batch_size",
+        "train_freq",
+        "target_update_interval",
+        "exploration_fraction",
+        "exploration_final_eps",
+    ),
+    "ippo": _PPO_PARAMS,
+    "mappo": _PPO_PARAMS,
+    "rlpto": (
+        *_PPO_PARAMS,
+        "resource_weight",
+        "accuracy_weight",
+        "shrink_gain",
+        "forecast_window",
+        "forecast_refit",
+    ),
+    "srole": _PPO_PARAMS,
+    "tapfinger": (
+        *_PPO_PARAMS,
+        "gnn_hidden",
+        "gnn_layers",
+        "gnn_heads",
+        "graph_attention",
+        "pointer",
+        "team_reward",
+    ),
+}
+"""The :class:`AlgoConfig` fields each algorithm reads, besides ``name`` and ``variant``
+(``conf/algo/<name>.yaml`` sets exactly these)."""
+
+
+def algo_params(name: str) -> tuple[str, ...]:
+    """The :class:`AlgoConfig` keys that algorithm ``name`` uses, ``name`` first.
+
+    Args:
+        name: registered algorithm; an unknown one gets every field (nothing to filter by).
+    """
+    if name not in ALGO_PARAMS:
+        return tuple(f.name for f in fields(AlgoConfig))
+    return ("name", *ALGO_PARAMS[name], "variant")
 
 
 @dataclass
@@ -229,6 +302,9 @@ class ExperimentConfig:
         eval_episodes: episodes per evaluation seed.
         env_max_slots: cap on slots per training episode (0 = the scenario's own).
         threads: torch CPU threads.
+        log_every: updates between two progress lines when the output is not a terminal
+            (logs, CI, SLURM, nohup); 0 prints about 20 lines per run. A terminal shows a
+            progress bar instead. Console output never changes the results.
     """
 
     name: str = "default"
@@ -240,6 +316,7 @@ class ExperimentConfig:
     eval_episodes: int = 1
     env_max_slots: int = 0
     threads: int = 1
+    log_every: int = 0
 
 
 @dataclass
@@ -269,17 +346,97 @@ class TrainConfig:
     run_dir: str = ""
 
 
+SCHEMA_GROUP = "schema"
+"""ConfigStore group of the typed schemas. Group files extend theirs with
+``- /schema/<group>@_here_``; kept apart from the groups themselves so that ``algo=<typo>``
+never offers a schema as an option."""
+
+SCHEMAS: dict[str, type] = {
+    "algo": AlgoConfig,
+    "env": EnvConfig,
+    "shield": ShieldConfig,
+    "logger": LoggerConfig,
+    "experiment": ExperimentConfig,
+}
+"""Config group -> its schema."""
+
+
 def register_configs() -> None:
-    """Register the schemas in Hydra's ConfigStore (group files are validated against them)."""
+    """Register the schemas in Hydra's ConfigStore (group files are validated against them).
+
+    Also registers the resolvers that render ``train.py --help`` (``conf/hydra/help``).
+    """
     from hydra.core.config_store import ConfigStore
+
+    from .cli import register_help_resolvers
 
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
-    cs.store(group="algo", name="algo_schema", node=AlgoConfig)
-    cs.store(group="env", name="env_schema", node=EnvConfig)
-    cs.store(group="shield", name="shield_schema", node=ShieldConfig)
-    cs.store(group="logger", name="logger_schema", node=LoggerConfig)
-    cs.store(group="experiment", name="experiment_schema", node=ExperimentConfig)
+    for group, node in SCHEMAS.items():
+        cs.store(group=SCHEMA_GROUP, name=group, node=node)
+    register_help_resolvers()
+
+
+def closest(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
+    """The one of ``choices`` closest to ``word`` (a likely typo of it), or ``None``."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Field -> description, read from the ``Attributes:`` section of ``cls``'s docstring."""
+    docs: dict[str, str] = {}
+    lines = (cls.__doc__ or "").splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == "Attributes:")
+    except StopIteration:
+        return docs
+    key = None
+    for line in lines[start + 1 :]:
+        m = re.match(r"\s{8}(\w+): (.*)", line)
+        if m:
+            key = m.group(1)
+            docs[key] = m.group(2).strip()
+        elif key and line.startswith(" " * 12) and line.strip():
+            docs[key] += " " + line.strip()
+        elif line.strip():
+            break
+    return docs
+
+
+def check_keys(cfg: DictConfig) -> None:
+    """Reject keys that no schema declares (``+algo.lrr=0.1`` adds one past Hydra's check).
+
+    Raises:
+        ExperimentConfigError: naming the key, the closest allowed one and all allowed ones.
+    """
+    top = [f.name for f in fields(TrainConfig)]
+    nodes: list[tuple[str, Any, list[str]]] = [("", cfg, [*top, "hydra"])]
+    for group, schema in SCHEMAS.items():
+        if group in cfg and isinstance(cfg[group], DictConfig):
+            allowed = [f.name for f in fields(schema)]
+            if group == "algo":
+                allowed = list(algo_params(str(cfg.algo.get("name", ""))))
+            nodes.append((f"{group}.", cfg[group], allowed))
+    trace = cfg.get("env", {}).get("trace") if isinstance(cfg.get("env"), DictConfig) else None
+    if isinstance(trace, DictConfig):
+        nodes.append(("env.trace.", trace, [f.name for f in fields(TraceConfig)]))
+    every_algo_field = [f.name for f in fields(AlgoConfig)]
+    for prefix, node, allowed in nodes:
+        for key in node:
+            if key in allowed or (prefix == "algo." and key in every_algo_field):
+                continue
+            guess = closest(str(key), allowed)
+            if guess is None and prefix == "algo.":
+                guess = closest(str(key), every_algo_field)
+            hint = f" did you mean {prefix}{guess}?" if guess else ""
+            owner = f"{prefix.rstrip('.')}" if prefix else "the top level"
+            if prefix == "algo.":
+                owner = f"algo={cfg.algo.name}"
+            raise ExperimentConfigError(
+                f"{prefix}{key} is not a configuration key;{hint} the keys of {owner} are "
+                f"{', '.join(allowed)}"
+            )
 
 
 class ExperimentConfigError(ValueError):
@@ -302,6 +459,7 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     from edgesched.shields import list_shields
 
     c = cfg if isinstance(cfg, DictConfig) else OmegaConf.structured(cfg)
+    check_keys(c)
     algos, scen, shields = list_algorithms(), list_scenarios(), list_shields()
     _check(c.algo.name in algos, "algo.name", c.algo.name, f"registered algorithms: {algos}")
     _check(c.env.name in scen, "env.name", c.env.name, f"registered scenarios: {scen}")
@@ -394,6 +552,13 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         "threads",
     ):
         _check(int(e[key]) > 0, f"experiment.{key}", e[key], "need a positive integer")
+    log_every = e.get("log_every", 0)  # configs written before the key existed lack it
+    _check(
+        int(log_every) >= 0,
+        "experiment.log_every",
+        log_every,
+        "need an integer >= 0 (0 prints about 20 progress lines per run)",
+    )
     _check(
         int(e.env_max_slots) >= 0,
         "experiment.env_max_slots",

@@ -1,0 +1,301 @@
+"""``train.py``'s command line: override checks with suggestions, and ``--help`` text.
+
+Hydra reports a misspelled group option with a long message (and exit status 1), and a
+misspelled key with a hint to add it with ``+``, which then trains with the key ignored.
+:func:`check_command_line` reads the overrides first, against the ``conf/`` groups and the
+typed schemas, and raises :class:`ExperimentConfigError` with one line naming the override,
+the closest valid spelling and the valid ones. :func:`check_algo_overrides` runs after
+composition, when the algorithm is known, and rejects settings that algorithm would ignore.
+
+``conf/hydra/help/train.yaml`` renders ``--help`` through two OmegaConf resolvers registered
+here: the selectable groups (without the internal schema group) and the composed
+configuration with only the chosen algorithm's hyperparameters, each key with its
+description from the schema's docstring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import textwrap
+import typing
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+from .schema import (
+    ALGO_PARAMS,
+    SCHEMA_GROUP,
+    SCHEMAS,
+    AlgoConfig,
+    ExperimentConfigError,
+    TraceConfig,
+    TrainConfig,
+    algo_params,
+    closest,
+    field_docs,
+)
+
+# flags after which the configuration comes from elsewhere (or nothing is composed)
+_SKIP_FLAGS = ("config_path", "config_name", "config_dir", "experimental_rerun")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Hydra's argument parser, raising instead of printing usage and exiting."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        raise ValueError(message)
+
+
+def _hydra_args(argv: list[str]) -> argparse.Namespace | None:
+    from hydra._internal.utils import get_args_parser
+
+    parser = get_args_parser()
+    parser.__class__ = _Parser
+    try:
+        return parser.parse_args(argv)
+    except (ValueError, SystemExit):
+        return None  # Hydra reports it in its own words
+
+
+def group_options(conf_dir: Path, group: str) -> list[str]:
+    """The options of config group ``group``.
+
+    The files ``conf_dir/<group>/*.yaml`` and the ConfigStore entries of that group; never the
+    typed schemas, which live in a group of their own.
+    """
+    from hydra.core.config_store import ConfigStore
+
+    names = {p.stem for p in (conf_dir / group).glob("*.yaml")}
+    with contextlib.suppress(OSError):  # raised when the ConfigStore has no such group
+        names |= {n.removesuffix(".yaml") for n in ConfigStore.instance().list(group)}
+    return sorted(names)
+
+
+def user_groups(conf_dir: Path) -> list[str]:
+    """The config groups a user picks options of (``conf/`` folders, Hydra's own aside)."""
+    return sorted(
+        p.name for p in conf_dir.iterdir() if p.is_dir() and p.name not in ("hydra", SCHEMA_GROUP)
+    )
+
+
+def _default_algo(conf_dir: Path) -> str | None:
+    """The algorithm ``conf/config.yaml`` selects when the command line does not."""
+    for entry in OmegaConf.load(conf_dir / "config.yaml").get("defaults", []):
+        if isinstance(entry, DictConfig) and "algo" in entry:
+            return str(entry["algo"])
+    return None
+
+
+def _field_type(cls: type, name: str) -> Any:
+    return typing.get_type_hints(cls)[name]
+
+
+def _check_key(key: str, line: str, algo: str | None) -> None:
+    """Raise unless dotted ``key`` names a field of the :class:`TrainConfig` schema tree."""
+    node: Any = TrainConfig
+    parts = key.split(".")
+    for depth, part in enumerate(parts):
+        if not (isinstance(node, type) and is_dataclass(node)):
+            return  # below a dict, list or free-form value (env.overrides.*, algo.hidden.0)
+        allowed = [f.name for f in fields(node)]
+        if part in allowed:
+            node = _field_type(node, part)
+            continue
+        prefix = ".".join(parts[:depth])
+        dotted = f"{prefix}." if prefix else ""
+        shown = allowed
+        owner = prefix or "the top level"
+        if node is AlgoConfig and algo is not None:
+            shown, owner = list(algo_params(algo)), f"algo={algo}"
+        guess = closest(part, shown) or closest(part, allowed)
+        hint = f" did you mean {dotted}{guess}?" if guess else ""
+        raise ExperimentConfigError(
+            f"{dotted}{part} (in {line!r}) is not a configuration key;{hint} the keys of "
+            f"{owner} are {', '.join(shown)}"
+        )
+
+
+def check_command_line(argv: list[str], conf_dir: str | Path) -> None:
+    """Check ``train.py``'s overrides before Hydra composes them.
+
+    Group options (``algo=mapo``) must name a file of ``conf/<group>/``; keys (``algo.lrr=1``,
+    also ``+algo.lrr=1``) must be fields of the typed schema. Scenario parameters
+    (``env.overrides.*``) are left to the simulator's validation, Hydra's own settings
+    (``hydra.*``, ``hydra/launcher=...``) and unparsable lines to Hydra.
+
+    Args:
+        argv: the command line after the program name.
+        conf_dir: the primary config folder (``conf/``).
+
+    Raises:
+        ExperimentConfigError: one line naming the override, the closest valid spelling and
+            the valid ones.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ValueType
+    from hydra.errors import HydraException
+
+    conf_dir = Path(conf_dir)
+    args = _hydra_args(argv)
+    if args is None or any(getattr(args, flag, None) for flag in _SKIP_FLAGS):
+        return
+    try:
+        overrides = OverridesParser.create().parse_overrides(args.overrides)
+    except HydraException:
+        return
+    groups = user_groups(conf_dir)
+    algo = _default_algo(conf_dir)
+    for o in overrides:  # the chosen algorithm, for the keys an error message lists
+        if o.key_or_group == "algo" and o.value_type == ValueType.ELEMENT and not o.is_delete():
+            algo = str(o.get_value_element_as_str())
+    if algo not in ALGO_PARAMS:
+        algo = None
+    for o in overrides:
+        key = o.key_or_group
+        if key == "hydra" or key.startswith(("hydra.", "hydra/")) or o.is_delete():
+            continue
+        if key in groups:
+            if o.package is not None or o.value_type not in (
+                ValueType.ELEMENT,
+                ValueType.CHOICE_SWEEP,
+                ValueType.SIMPLE_CHOICE_SWEEP,
+            ):
+                continue  # globs and ranges match options by construction
+            if o.value_type == ValueType.ELEMENT:
+                values = [o.get_value_element_as_str()]
+            else:
+                values = [str(v) for v in o.sweep_string_iterator()]
+            options = group_options(conf_dir, key)
+            for value in values:
+                if value in options or "${" in value:
+                    continue
+                guess = closest(value, options)
+                hint = f" did you mean {key}={guess}?" if guess else ""
+                raise ExperimentConfigError(
+                    f"{key}={value}: no such {key} option;{hint} the options of {key} are "
+                    f"{', '.join(options)}"
+                )
+            continue
+        if "/" in key:
+            continue  # a nested group of Hydra's or a plugin's
+        _check_key(key, o.input_line or key, algo)
+
+
+def check_algo_overrides(algo: str, overrides: list[str]) -> None:
+    """Reject command-line settings of hyperparameters that algorithm ``algo`` never reads.
+
+    Args:
+        algo: the composed ``algo.name``.
+        overrides: this job's overrides (``HydraConfig.get().overrides.task``).
+
+    Raises:
+        ExperimentConfigError: naming the setting, the algorithms that read it and ``algo``'s
+            own keys.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    own = algo_params(algo)
+    for o in OverridesParser.create().parse_overrides(list(overrides)):
+        parts = o.key_or_group.split(".")
+        if len(parts) < 2 or parts[0] != "algo" or o.is_delete() or parts[1] in own:
+            continue
+        users = [name for name, params in ALGO_PARAMS.items() if parts[1] in params]
+        if not users:
+            continue  # not a hyperparameter at all: check_keys names it
+        raise ExperimentConfigError(
+            f"{o.input_line}: algo={algo} does not use algo.{parts[1]} (a hyperparameter of "
+            f"{', '.join(users)}); the keys of algo={algo} are {', '.join(own)}"
+        )
+
+
+# ---------------------------------------------------------------------------------- --help
+
+
+def _flow(value: Any) -> str:
+    """One-line YAML of a value (flow style for lists and mappings)."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000, sort_keys=False)
+    return text.removesuffix("\n").removesuffix("\n...").strip()
+
+
+def _describe(text: str) -> str:
+    return " ".join(text.replace("``", "").split())
+
+
+def _lines(node: dict[str, Any], docs: dict[str, str], indent: str, width: int = 100) -> list[str]:
+    """``key: value`` rows, each with its description wrapped in comments after it."""
+    rows = [(f"{indent}{k}: {_flow(v)}", _describe(docs.get(k, ""))) for k, v in node.items()]
+    column = max((len(r) for r, _ in rows), default=0) + 2
+    out = []
+    for row, doc in rows:
+        if not doc:
+            out.append(row)
+            continue
+        wrapped = textwrap.wrap(doc, width=max(30, width - column - 2))
+        out.append(f"{row.ljust(column)}# {wrapped[0]}")
+        out += [f"{' ' * column}# {more}" for more in wrapped[1:]]
+    return out
+
+
+def help_config(root: DictConfig) -> str:
+    """The composed configuration as ``--help`` shows it.
+
+    Every group with its keys, values and descriptions (from the schemas' docstrings);
+    ``algo`` limited to the chosen algorithm's own hyperparameters.
+
+    Args:
+        root: the composed configuration, Hydra's node included (it is left out).
+    """
+    cfg = OmegaConf.to_container(root, resolve=False)
+    cfg.pop("hydra", None)
+    out: list[str] = []
+    for group, schema in SCHEMAS.items():
+        node = cfg.pop(group, None)
+        if not isinstance(node, dict):
+            continue
+        title = f"{group}:"
+        if group == "algo":
+            keep = algo_params(str(node.get("name")))
+            node = {k: v for k, v in node.items() if k in keep}
+            title += f"  # the hyperparameters of algo={node.get('name')}"
+        out.append(title)
+        docs = field_docs(schema)
+        if group == "env":
+            trace = node.pop("trace", None)
+            out += _lines(node, docs, "  ")
+            if isinstance(trace, dict):
+                out.append("  trace:  # " + _describe(docs.get("trace", "")))
+                out += _lines(trace, field_docs(TraceConfig), "    ")
+            continue
+        out += _lines(node, docs, "  ")
+    out += _lines(cfg, field_docs(TrainConfig), "")
+    # string.Template (Hydra's help renderer) reads '$' as a placeholder
+    return "\n".join(out).replace("$", "$$")
+
+
+def help_groups() -> str:
+    """``group: option, ...`` for each selectable config group (schemas left out)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    loader = GlobalHydra.instance().config_loader()
+    rows = []
+    for group in sorted(loader.list_groups("")):
+        if group in ("hydra", SCHEMA_GROUP):
+            continue
+        options = loader.get_group_options(group)
+        prefix = "+" if group == "benchmark" else ""
+        rows.append(f"{prefix}{group}: {', '.join(options)}")
+    return "\n".join(rows).replace("$", "$$")
+
+
+def register_help_resolvers() -> None:
+    """Register the resolvers ``conf/hydra/help/train.yaml`` calls (idempotent)."""
+
+    def config(*, _root_: DictConfig) -> str:
+        return help_config(_root_)
+
+    OmegaConf.register_new_resolver("edgesched_help_config", config, replace=True)
+    OmegaConf.register_new_resolver("edgesched_help_groups", help_groups, replace=True)
