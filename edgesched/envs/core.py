@@ -1233,7 +1233,8 @@ class EdgeClusterSim:
         """Per-job JCT lower bound in slots (DESIGN §6).
 
         The job alone, at its best allocation on the best node for it, no queueing, no sync
-        cost, no stragglers, no contention.
+        cost, no stragglers, no contention; trained to its target, or only up to where an
+        accuracy-aware stop (``edgegossip``) could first end it, if that comes sooner.
         """
         jn = self.num_jobs
         if jn == 0:
