@@ -283,6 +283,8 @@ def fetch(
     import pooch
     import requests
 
+    if isinstance(names, str):  # one name, not its characters
+        names = [names]
     entries = [get_data_file(n) for n in (DATA_FILES if names is None else names)]
     if not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries={retries!r}: need an integer >= 0")
