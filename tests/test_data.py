@@ -237,7 +237,8 @@ def test_corrupt_cached_file_is_replaced(isolated, mirror):
     (isolated / entry.path).parent.mkdir(parents=True)
     (isolated / entry.path).write_text("truncated")
     assert file_state(isolated, entry.name) == "corrupt"
-    fetch([entry.name], mirror=str(mirror), retries=0)
+    # one name as a plain string, a mirror given as a folder
+    assert fetch(entry.name, mirror=str(mirror), retries=0) == {entry.name: isolated / entry.path}
     assert file_state(isolated, entry.name) == "ok"
 
 
