@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +26,13 @@ from edgesched.leaderboard import stats
 from edgesched.leaderboard.__main__ import main
 from edgesched.leaderboard.build import build, compute_rows
 from edgesched.leaderboard.collect import collect, parse_seeds
-from edgesched.leaderboard.records import RecordError, group_tables, load_records
+from edgesched.leaderboard.records import (
+    Record,
+    RecordError,
+    check_record,
+    group_tables,
+    load_records,
+)
 from edgesched.leaderboard.validate import diff, validate_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -278,6 +286,102 @@ def test_duplicate_and_inconsistent_records_are_rejected(tmp_path):
         RecordError, match=r"bad\.jsonl:1: .*per_episode covers other .* missing \[\(10003, 0\)\]"
     ):
         load_records([_write(tmp_path / "bad.jsonl", bad)])
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "value", "shown"),
+    [
+        ("per_episode", "jct_mean", "41.2", "'41.2' (a string)"),
+        ("per_episode", "jct_p95", "41.2", "'41.2' (a string)"),
+        ("per_episode", "makespan", "120", "'120' (a string)"),
+        ("per_episode", "jct_p95", float("nan"), "nan"),
+        ("per_episode", "collisions_executed", None, "None"),
+        ("per_episode", "median_node_utilization", True, "True (a boolean)"),
+        ("per_episode", "shield_interventions", float("inf"), "inf"),
+        ("per_episode", "jct_by_priority", [3.0, "4.0"], "'4.0' (a string)"),
+        ("summary", "jct_mean", "41.2", "'41.2' (a string)"),
+        ("summary", "jct_p95", float("nan"), "nan"),
+    ],
+)
+def test_metrics_must_be_finite_numbers(tmp_path, capsys, where, key, value, shown):
+    """A number stored as a string, a boolean, NaN or an infinity stops build and validate
+    (exit 2) with one line naming the record's file and line, the field and the value."""
+    rows = _fixture_rows()
+    rec = rows[3]
+    target = rec["per_episode"][2] if where == "per_episode" else rec["summary"]
+    target[key] = value
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))  # NaN/Infinity as Python writes
+    field = f"per_episode[2].{key}" if where == "per_episode" else f"summary.{key}"
+    if key == "jct_by_priority":
+        field += "[1]"
+    with pytest.raises(RecordError) as err:
+        load_records([path])
+    assert f"{path}:4" in str(err.value) and field in str(err.value)
+    assert f"got {shown}" in str(err.value)
+    for cmd in ("build", "validate"):
+        out = tmp_path / cmd
+        assert main([cmd, "--results", str(path), *(["--out", str(out)] * (cmd == "build"))]) == 2
+        msg = capsys.readouterr().err
+        assert msg.count("\n") == 1 and f"{path}:4" in msg and field in msg and shown in msg
+    assert not (tmp_path / "build").exists()
+
+
+def test_nullable_metrics_may_be_null():
+    """Undefined metrics (no job completed, no job of a priority class) are null in records."""
+    rows = _fixture_rows()
+    rows[3]["per_episode"][2].update(jct_mean_completed=None, final_quality_mean=None)
+    rows[3]["per_episode"][2]["jct_by_priority"][0] = None
+    rows[3]["summary"]["final_quality_mean"] = None
+    check_record(Record(rows[3], RECORDS, 4))
+
+
+BLOCK_EXTRAS = """
+import runpy, sys
+BLOCKED = {"omegaconf", "hydra", "yaml", "torch", "scipy", "matplotlib", "tqdm", "pandas",
+           "stable_baselines3", "torch_geometric", "statsmodels", "wandb"}
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Block())
+for m in [m for m in sys.modules if m.partition(".")[0] in BLOCKED]:
+    del sys.modules[m]
+sys.argv = ["python -m edgesched.leaderboard", *sys.argv[1:]]
+runpy.run_module("edgesched.leaderboard", run_name="__main__", alter_sys=True)
+"""
+
+
+def _cli_without_extras(*args: str) -> subprocess.CompletedProcess:
+    """``python -m edgesched.leaderboard ARGS`` where the ``train`` extra cannot be imported."""
+    return subprocess.run(
+        [sys.executable, "-c", BLOCK_EXTRAS, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+def test_cli_help_works_without_the_train_extra(tmp_path):
+    for args in (["--help"], ["build", "--help"], ["validate", "-h"]):
+        proc = _cli_without_extras(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith("usage: python -m edgesched.leaderboard"), proc.stdout
+    assert "edgesched[train]" in _cli_without_extras("--help").stdout
+    for args in (
+        ["build", "--results", str(RECORDS), "--out", str(tmp_path / "out"), "--no-png"],
+        ["validate", "--results", str(RECORDS)],
+        ["collect", "--runs", str(tmp_path), "--out", str(tmp_path / "c.jsonl")],
+        ["baselines", "--scenarios", "edge10", "--seeds", "1", "--out", str(tmp_path / "b.jsonl")],
+        ["refresh", str(tmp_path / "r.jsonl")],
+    ):
+        proc = _cli_without_extras(*args)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1, proc.stderr
+        assert "needs the 'train' extra" in proc.stderr
+        assert 'pip install "edgesched[train]"' in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 # ------------------------------------------------------------------------------ validate

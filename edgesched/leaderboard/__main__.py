@@ -12,27 +12,67 @@ relative to it)::
     python -m edgesched.leaderboard refresh leaderboards/results/edge50_learned.jsonl \
         --algos mappo                              # re-evaluate in place (new metrics)
 
-Exit status: 0 success, 1 validation mismatch, 2 bad records or arguments.
+The subcommands need the ``train`` extra: ``pip install "edgesched[train]"``. Without it,
+``--help`` still works and a subcommand says which extra to install (exit status 2).
+
+Exit status: 0 success, 1 validation mismatch, 2 bad records or arguments, or a missing
+extra.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
-import yaml
-
-from .records import RecordError
+# Everything heavier than the environments (the records pull in edgesched.experiment, hence
+# omegaconf) is imported inside the subcommands, so --help works in an environments-only
+# install.
 
 DEFAULT_RESULTS = Path("leaderboards") / "results"
+EXTRA_OF_MODULE = dict.fromkeys(
+    (
+        "omegaconf",
+        "hydra",
+        "yaml",
+        "torch",
+        "scipy",
+        "matplotlib",
+        "tqdm",
+        "stable_baselines3",
+        "torch_geometric",
+        "statsmodels",
+        "wandb",
+    ),
+    "train",
+)
+"""Modules the subcommands may import, and the extra of ``pyproject.toml`` that installs each
+(PyYAML comes with omegaconf)."""
 
 
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _require(*modules: str) -> None:
+    """Raise :class:`ModuleNotFoundError` for the first of ``modules`` not installed.
+
+    Checked before a subcommand starts, so it fails before writing anything (a build would
+    otherwise write its tables and stop at the first figure).
+    """
+    for name in modules:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ImportError:  # an import hook that refuses the module
+            found = False
+        if not found:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
 def _sources(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    from .records import RecordError
+
     results = list(args.results or [])
     if not results and DEFAULT_RESULTS.is_dir():
         results = [str(DEFAULT_RESULTS)]
@@ -42,19 +82,27 @@ def _sources(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 
 def _overrides(items: list[str]) -> dict:
+    import yaml
+
+    from edgesched.experiment.evaluation import STRICT_OVERRIDES
+
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"--override expects key=value, got {item!r}")
+        if key in STRICT_OVERRIDES:
+            raise ValueError(
+                f"--override {item}: evaluation always runs with {key}="
+                f"{STRICT_OVERRIDES[key]!r} (an invalid action fails it); drop it"
+            )
         out[key] = yaml.safe_load(value)
     return out
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     """Write the leaderboards."""
-    from pathlib import Path
-
+    _require("omegaconf", "scipy", *(() if args.no_png else ("matplotlib",)))
     from .build import README_SCENARIO, build, sync_readme
 
     results, runs = _sources(args)
@@ -75,6 +123,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Re-run entries and compare."""
+    _require("omegaconf")
     from .records import group_tables, load_records
     from .validate import validate_records
 
@@ -102,6 +151,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_collect(args: argparse.Namespace) -> int:
     """Results file from sweep runs."""
+    _require("omegaconf")
     from .collect import collect
 
     rows = collect(args.runs, args.out, policies=args.policies, root=args.root, log=_log)
@@ -111,6 +161,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 def cmd_baselines(args: argparse.Namespace) -> int:
     """Results file from the registered baselines."""
+    _require("omegaconf", "yaml", "torch")
     from .collect import evaluate_baselines, parse_seeds
 
     rows = evaluate_baselines(
@@ -128,6 +179,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 
 def cmd_refresh(args: argparse.Namespace) -> int:
     """Re-evaluate records in place with the current code (new metrics)."""
+    _require("omegaconf")
     from .validate import refresh_file
 
     lines = refresh_file(args.file, args.root, scenarios=args.scenarios, algos=args.algos, log=_log)
@@ -195,11 +247,26 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse, dispatch, map errors to exit status 2 with a one-line message."""
+    """Parse, dispatch, map errors to exit status 2 with a one-line message.
+
+    Args:
+        argv: the arguments after the program name (default: ``sys.argv[1:]``).
+    """
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (RecordError, KeyError, ValueError, FileNotFoundError) as exc:
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").partition(".")[0]
+        extra = EXTRA_OF_MODULE.get(top)
+        if extra is None:  # not an optional dependency: a real bug, keep the traceback
+            raise
+        print(
+            f"edgesched.leaderboard {args.command}: error: needs the {extra!r} extra (module "
+            f'{top!r} is not installed): pip install "edgesched[{extra}]"',
+            file=sys.stderr,
+        )
+        return 2
+    except (KeyError, ValueError, FileNotFoundError) as exc:  # RecordError is a ValueError
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         print(f"edgesched.leaderboard {args.command}: error: {msg}", file=sys.stderr)
         return 2

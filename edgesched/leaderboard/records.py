@@ -5,7 +5,9 @@ of a learned scheduler (``train_seed`` set; ``eval.json`` in its run directory) 
 heuristic (``train_seed`` null) evaluated on held-out seeds. Records are read from
 ``leaderboards/results/*.jsonl`` (one record per line) and from sweep output directories
 (every ``**/eval.json``). Each one is validated; an error names the file (and line) and the
-record.
+record. Every metric (per episode and in the summary) must be a finite JSON number, or null
+where it can be undefined; a number stored as a string, a boolean, NaN or an infinity is
+rejected naming the field and the value, so that no table is built from it.
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ EPISODE_FIELDS = (
     "slots",
     "truncated",
 )
+
+NULLABLE_SCALARS = ("jct_mean_completed", "final_quality_mean")
+"""Per-episode metrics of :data:`SCALAR_METRICS` that are undefined (null in JSON) when an
+episode completes no job; the others are defined for every episode with arrivals, which
+``jct_mean`` must have. Metrics outside :data:`SCALAR_METRICS` (optional and
+algorithm-specific ones) may be null too."""
+_NON_METRIC_FIELDS = ("eval_seed", "episode", "truncated", "jct_by_priority")
 
 
 class RecordError(ValueError):
@@ -150,8 +159,14 @@ def check_record(rec: Record, *, current_version: bool = True) -> None:
         miss = [k for k in EPISODE_FIELDS if k not in row]
         if miss:
             raise rec.error(f"per_episode[{i}] misses field(s) {miss}")
-        if not isinstance(row["jct_mean"], (int, float)) or not math.isfinite(row["jct_mean"]):
-            raise rec.error(f"per_episode[{i}].jct_mean is not a finite number")
+        _check_episode_values(rec, i, row)
+    summary = d["summary"]
+    if not isinstance(summary, dict):
+        raise rec.error(f"summary must be an object, got {_show(summary)}")
+    for key, value in summary.items():
+        _check_number(rec, f"summary.{key}", value, nullable=key != "jct_mean")
+    if "jct_mean" not in summary:
+        raise rec.error("summary misses field 'jct_mean'")
     got = sorted((r["eval_seed"], r["episode"]) for r in rows)
     want = sorted((s, k) for s in seeds for k in range(eps))
     if got != want:
@@ -161,6 +176,46 @@ def check_record(rec: Record, *, current_version: bool = True) -> None:
             f"episodes_per_seed: missing {lost[:6]}, unexpected {extra[:6]}"
             + (", duplicated pairs" if len(set(got)) != len(got) else "")
         )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _show(value: Any) -> str:
+    """A value as the message shows it: its repr, and its JSON type when not a number."""
+    kinds = {str: "a string", bool: "a boolean", list: "a list", dict: "an object"}
+    kind = kinds.get(type(value))
+    return f"{value!r} ({kind})" if kind else repr(value)
+
+
+def _check_number(rec: Record, field: str, value: Any, *, nullable: bool) -> None:
+    """Raise unless ``value`` is a finite number (or None when ``nullable``)."""
+    if value is None and nullable:
+        return
+    if not _is_number(value) or not math.isfinite(value):
+        allowed = "a finite number or null" if nullable else "a finite number"
+        raise rec.error(f"{field} must be {allowed}, got {_show(value)}")
+
+
+def _check_episode_values(rec: Record, i: int, row: dict[str, Any]) -> None:
+    """Types of one ``per_episode`` row: identifiers, flags and every metric."""
+    where = f"per_episode[{i}]"
+    for key in ("eval_seed", "episode"):
+        if not isinstance(row[key], int) or isinstance(row[key], bool):
+            raise rec.error(f"{where}.{key} must be an integer, got {_show(row[key])}")
+    if not isinstance(row["truncated"], bool):
+        raise rec.error(f"{where}.truncated must be true or false, got {_show(row['truncated'])}")
+    prio = row["jct_by_priority"]
+    if not isinstance(prio, list):
+        raise rec.error(f"{where}.jct_by_priority must be a list, got {_show(prio)}")
+    for p, value in enumerate(prio):  # null: no job of that class arrived
+        _check_number(rec, f"{where}.jct_by_priority[{p}]", value, nullable=True)
+    for key, value in row.items():
+        if key in _NON_METRIC_FIELDS:
+            continue
+        required = (key in SCALAR_METRICS and key not in NULLABLE_SCALARS) or key == "slots"
+        _check_number(rec, f"{where}.{key}", value, nullable=not required)
 
 
 def _parse_jsonl(path: Path) -> list[Record]:
@@ -289,6 +344,7 @@ def group_tables(records: list[Record]) -> dict[str, list[Record]]:
 
 __all__ = [
     "EPISODE_FIELDS",
+    "NULLABLE_SCALARS",
     "REQUIRED_FIELDS",
     "Record",
     "RecordError",

@@ -140,7 +140,7 @@ def rerun_learned(rec: Record, root: Path) -> dict[str, Any]:
     """Reload the record's ``policy`` file and evaluate it as its run did, on its seeds."""
     import torch
 
-    from edgesched.experiment.evaluation import evaluate_scheduler, load_policy
+    from edgesched.experiment.evaluation import evaluate_scheduler, load_policy, strict_overrides
 
     torch.set_num_threads(1)  # as in training's final evaluation (experiment.threads)
     d = rec.data
@@ -149,8 +149,12 @@ def rerun_learned(rec: Record, root: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"policy file {d['policy']!r} not found under {root}")
     policy, _, _ = load_policy(str(path))
     if hasattr(policy, "evaluate"):  # learners with their own view (dqn_central)
+        # their view builds its own environment: strict like every evaluation environment
         return policy.evaluate(
-            rec.scenario_name, d["env_overrides"], d["eval_seeds"], d["episodes_per_seed"]
+            rec.scenario_name,
+            strict_overrides(d["env_overrides"]),
+            d["eval_seeds"],
+            d["episodes_per_seed"],
         )
     return evaluate_scheduler(
         policy,
