@@ -212,3 +212,20 @@ def test_records_do_not_carry_the_strict_setting_and_hash_the_config_as_given():
     assert rec["env_overrides"] == {"max_slots": 10}
     assert rec["config_hash"] == config_hash(config)
     assert set(STRICT_OVERRIDES) == {"invalid_action"}
+
+
+def test_cli_exits_1_and_writes_nothing_when_a_baseline_emits_a_masked_action(
+    tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("torch")
+    from edgesched import baselines
+
+    monkeypatch.setitem(baselines._REGISTRY, "masked", MaskedActionScheduler)
+    out = tmp_path / "masked.json"
+    args = ["baseline=masked", "env=edge10", "env.overrides.max_slots=20", "eval_seeds=[10000]"]
+    assert cli.main([*args, f"out={out}"]) == 1
+    err = capsys.readouterr().err
+    assert "invalid action" in err and "nothing was written" in err and "Traceback" not in err
+    assert not out.exists()
+    assert cli.main([*args, f"output_dir={tmp_path / 'o'}"]) == 1
+    assert not (tmp_path / "o").exists()

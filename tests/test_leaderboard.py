@@ -384,6 +384,14 @@ def test_cli_help_works_without_the_train_extra(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+def test_baselines_refuse_to_relax_strict_evaluation(tmp_path, capsys):
+    out = tmp_path / "b.jsonl"
+    args = ["baselines", "--scenarios", "edge10", "--seeds", "10000", "--out", str(out)]
+    assert main([*args, "--override", "invalid_action=defer"]) == 2
+    assert "invalid_action='raise'" in capsys.readouterr().err
+    assert not out.exists()
+
+
 # ------------------------------------------------------------------------------ validate
 def test_validate_ignores_wall_clock_fields_but_not_results():
     """Wall-clock fields (rlpto's per-episode wall_s, shield latencies) never reproduce and
