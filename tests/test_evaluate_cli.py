@@ -131,6 +131,7 @@ def test_run_evaluation_writes_a_new_file_and_keeps_the_runs_eval_json(tmp_path,
     run_dir = seed_dir / "20250101-120000"
     cfg.run_dir = str(run_dir)
     run(cfg)
+    capsys.readouterr()  # the training console's output is not evaluate.py's
     original = (run_dir / "eval.json").read_bytes()
     assert "train" in json.loads(original)
 
