@@ -39,14 +39,14 @@ def _play(policy, sim: EdgeClusterSim, seed: int) -> list[np.ndarray]:
         a = policy.act(sim.obs, sim.mask, sim.state(), graph=graph)
         assert a.shape == (sim.num_agents,) and a.dtype.kind in "iu"
         assert sim.mask[rows, a].all(), f"{policy.name} took a masked action"
-        sim.step(a)  # invalid_action='raise' (the default) would also catch it
+        sim.step(a)  # under invalid_action='raise' the step would also catch it
         actions.append(a.copy())
     return actions
 
 
 @pytest.mark.parametrize("scenario", scenario_params())
 def test_every_baseline_runs_and_respects_the_mask(scenario):
-    sim = _sim(scenario, **SHORT)
+    sim = _sim(scenario, invalid_action="raise", **SHORT)
     assert sim.cfg.invalid_action == "raise"
     spec = EnvSpec.of(sim)
     for name in list_baselines():

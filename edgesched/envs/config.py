@@ -192,8 +192,11 @@ class SimConfig:
     """Neighbours' load in observations is this many slots old. The action mask stays current
     (it is exactly the feasible set), so staleness hides load trends and the other agents'
     concurrent choices, not which single placement fits now."""
-    invalid_action: str = "raise"
-    """``raise`` on an out-of-range or masked action, or ``defer`` (treat it as defer)."""
+    invalid_action: str = "defer"
+    """``defer`` (default): an out-of-range or masked action defers and is counted (per step
+    in ``info['invalid_actions']``, per episode in the metrics), the convention of PettingZoo
+    tooling that samples without the mask. ``raise``: strict, raise ``InvalidActionError``
+    and leave the simulator unchanged (leaderboard evaluation runs strict)."""
     max_slots: int = 400
     """Truncation: episode ends after this many slots."""
     max_steps: int = 5000

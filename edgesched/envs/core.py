@@ -47,6 +47,19 @@ class InvalidActionError(ValueError):
     """An action is out of range, has the wrong shape, or is masked."""
 
 
+STEP_INFO_KEYS = (
+    "slot",
+    "advanced",
+    "proposals",
+    "placements",
+    "collisions",
+    "rejected",
+    "task_conflicts",
+    "invalid_actions",
+)
+"""The per-step counters that :meth:`EdgeClusterSim.step` reports (all ints or bools)."""
+
+
 @dataclass
 class Counters:
     """Episode-long counters (all plain ints/floats so they serialize)."""
@@ -175,6 +188,9 @@ class EdgeClusterSim:
         # (3, A): slot, neighbour and level of each action; column 0 (defer) is never read
         self._dec_table = np.stack(self.decode(np.arange(self.num_actions))).astype(np.int64)
         self._small = self.num_agents <= 32
+        self.invalid_mask: np.ndarray | None = None
+        """Bool (N,): the agents whose action in the last step was invalid and deferred;
+        ``None`` when every action was valid (``invalid_action='defer'`` only)."""
         # memoized mask rows (_cached_mask): valid when a row depends only on the targets'
         # free CPU/GPU and the number of filled slots; bounded to about 16 MB
         cacheable = self._grid_ok_common is not None and not self._grid_mem
@@ -426,6 +442,7 @@ class EdgeClusterSim:
         self._draw_workload(self.rng)
         jn, n = self.num_jobs, self.num_agents
         self.t = 0
+        self.invalid_mask = None
         self.used = np.zeros((n, 3))
         self.status = np.zeros(jn, dtype=np.int8)
         self._n_done = 0  # jobs with status DONE (the end check reads it every step)
@@ -690,21 +707,27 @@ class EdgeClusterSim:
             actions: int array of shape (N,), one action per agent.
 
         Returns:
-            ``(rewards, info)``: rewards of shape (N,), and per-step counters. Observations,
-            masks and the end flags are then in ``obs``, ``mask``, ``terminated``,
-            ``truncated``.
+            ``(rewards, info)``: rewards of shape (N,), and this step's counters
+            (:data:`STEP_INFO_KEYS`: ``proposals``, ``task_conflicts``, ``collisions``,
+            ``rejected``, ``placements``, ``advanced``, ``invalid_actions``, ``slot``).
+            Observations, masks and the end flags are then in ``obs``, ``mask``,
+            ``terminated``, ``truncated``.
 
         Raises:
-            InvalidActionError: wrong shape, out-of-range or masked action while
-                ``invalid_action='raise'``.
+            InvalidActionError: wrong shape or dtype; or an out-of-range or masked action
+                while ``invalid_action='raise'`` (the simulator is then left unchanged).
+                Under ``'defer'`` such actions defer and are counted instead.
         """
         if self.terminated or self.truncated:
             raise RuntimeError("step() called on a finished episode; call reset() first")
+        self.invalid_mask = None
         rewards, info, agents = self._place_actions(self._checked_actions(actions))
         advance = self.cfg.advance == "every_step" or len(agents) == 0
         if advance:
             rewards += self.advance_clock()
         info["advanced"] = advance
+        bad = self.invalid_mask
+        info["invalid_actions"] = 0 if bad is None else int(np.count_nonzero(bad))
         self.counters.steps += 1
         self._check_end()
         self._refresh()
@@ -713,7 +736,11 @@ class EdgeClusterSim:
         return rewards, info
 
     def _checked_actions(self, actions: np.ndarray) -> np.ndarray:
-        """Validate one action per agent; masked ones raise or become defer (step's rules)."""
+        """Validate one action per agent; masked ones raise or become defer (step's rules).
+
+        Under ``invalid_action='defer'`` the invalid ones are counted and marked in
+        :attr:`invalid_mask`; under ``'raise'`` nothing is counted or changed before the error.
+        """
         a = np.asarray(actions)
         if a.shape != (self.num_agents,) or a.dtype.kind not in "iu":
             raise InvalidActionError(
@@ -731,16 +758,18 @@ class EdgeClusterSim:
         if not in_range or np.count_nonzero(self.mask[self._agent_idx, a]) < len(a):
             bad = ~self.mask[self._agent_idx, np.clip(a, 0, self.num_actions - 1)]
             bad |= (a < 0) | (a >= self.num_actions)
-            self._note_invalid(bad)
             if self.cfg.invalid_action == "raise":
+                # refuse before counting anything: a refused step leaves the simulator as it was
                 ag = int(np.flatnonzero(bad)[0])
                 allowed = np.flatnonzero(self.mask[ag]).tolist()
                 why = "out of range" if not 0 <= a[ag] < self.num_actions else "masked"
                 raise InvalidActionError(
                     f"action {int(a[ag])} of agent node_{ag} is {why}; allowed actions now: "
                     f"{allowed[:20]}{' ...' if len(allowed) > 20 else ''} (action space "
-                    f"0..{self.num_actions - 1}; set invalid_action='defer' to defer instead)"
+                    f"0..{self.num_actions - 1}; invalid_action='defer' would defer it instead)"
                 )
+            self._note_invalid(bad)
+            self.invalid_mask = bad
             a = np.where(bad, 0, a)
         return a
 
