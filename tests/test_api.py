@@ -24,9 +24,29 @@ def test_parallel_api(name):
 
 @pytest.mark.parametrize("name", scenario_params())
 def test_parallel_seed(name):
-    # PettingZoo's seed test samples actions without the mask, so masked actions defer here
-    parallel_seed_test(
-        lambda: edgesched.make_parallel(name, invalid_action="defer", **SHORT), num_cycles=100
+    # PettingZoo's seed test samples actions without the mask: it must pass with the defaults
+    # (masked actions defer and are counted), as generic PettingZoo tooling expects
+    parallel_seed_test(lambda: edgesched.make_parallel(name, **SHORT), num_cycles=100)
+
+
+def test_parallel_seed_test_samples_invalid_actions_that_are_counted():
+    """The seed test above really exercises the invalid-action path (so it would catch a
+    default that raises), and each deferred action is counted, per step and per episode."""
+    env = edgesched.make_parallel("edge10", **SHORT)
+    env.reset(seed=0)
+    for a in env.agents:
+        env.action_space(a).seed(0)
+    per_step = 0
+    while env.agents:
+        acts = {a: env.action_space(a).sample() for a in env.agents}  # unmasked, as PZ does
+        _, _, _, _, infos = env.step(acts)
+        per_step += infos["node_0"]["invalid_actions"]
+        assert infos["node_0"]["invalid_actions"] == sum(
+            i["invalid_action"] for i in infos.values()
+        )
+    assert per_step > 0
+    assert (
+        env.last_episode_metrics["invalid_actions"] == per_step == env.sim.counters.invalid_actions
     )
 
 
@@ -86,7 +106,8 @@ def test_central_view_episode_runs_and_reports_metrics():
         total += r
         done = term or trunc
         steps += 1
-    ep = info["episode"]
+    assert "episode" not in info  # SB3's Monitor owns that key
+    ep = env.unwrapped.last_episode_metrics
     assert ep["slots"] <= 60 and ep["jobs_arrived"] > 0
     assert ep["collisions_proposed"] == 0  # one decision-maker cannot collide with itself
     assert ep["episode_return_mean"] == pytest.approx(total)
@@ -105,10 +126,10 @@ def test_array_fast_path_matches_dict_api():
             np.testing.assert_array_equal(obs[a]["observation"], sim.obs[i])
             np.testing.assert_array_equal(obs[a]["action_mask"], sim.mask[i].astype(np.int8))
         act = (rng.random(sim.mask.shape) * sim.mask).argmax(1)
-        obs, rew, _, _, info = env.step(dict(zip(env.possible_agents, act.tolist(), strict=True)))
+        obs, rew, _, _, _ = env.step(dict(zip(env.possible_agents, act.tolist(), strict=True)))
         r, _ = sim.step(act)
         assert [rew[a] for a in env.possible_agents] == r.tolist()
-    assert "episode" in info[env.possible_agents[0]]
+    assert env.last_episode_metrics is not None
 
 
 def test_state_and_spaces():
@@ -142,7 +163,8 @@ def test_episode_metrics_in_final_infos():
         masks = np.stack([env.sim.mask[i] for i in range(env.sim.num_agents)])
         act = np.where(masks[:, 1:].any(1), masks[:, 1:].argmax(1) + 1, 0)
         *_, info = env.step(dict(zip(env.possible_agents, act.tolist(), strict=True)))
-    ep = info["node_0"]["episode"]
+    assert "episode" not in info["node_0"]
+    ep = env.last_episode_metrics
     for key in (
         "jct_mean",
         "jct_p95",
@@ -184,3 +206,90 @@ def test_central_view_runs_the_multi_agent_workload_of_a_seed():
         assert np.array_equal(getattr(central.sim, attr), getattr(par.sim, attr)), attr
     with pytest.raises(ValueError, match="workload_seed"):
         central.reset(options={"workload_seed": -1})
+
+
+# ---------------------------------------------------------------------------- infos
+def _assert_flat_numeric(info: dict, keys: tuple) -> None:
+    assert tuple(sorted(info)) == tuple(sorted(keys))
+    for k, v in info.items():
+        assert type(v) in (int, float), f"info[{k!r}] = {v!r} is not a plain number"
+
+
+def test_parallel_infos_have_the_same_flat_keys_at_reset_and_every_step():
+    """TorchRL stacks infos into tensors: the key set must never change, values are numbers."""
+    from edgesched.envs.parallel import INFO_KEYS
+
+    env = edgesched.make_parallel("edge10", max_slots=12)
+    _, infos = env.reset(seed=0)
+    assert set(infos) == set(env.possible_agents)
+    for info in infos.values():
+        _assert_flat_numeric(info, INFO_KEYS)
+        assert all(v == 0 for v in info.values())
+    rng = np.random.default_rng(0)
+    steps = 0
+    while env.agents:
+        n = env.action_space("node_0").n
+        acts = {a: int(rng.integers(n)) for a in env.agents}  # some are invalid
+        _, _, _, _, infos = env.step(acts)
+        for info in infos.values():
+            _assert_flat_numeric(info, INFO_KEYS)
+        steps += 1
+    assert steps == 12 and info["slot"] == 12
+    assert env.sim.counters.invalid_actions > 0  # the per-agent branch was exercised
+
+
+def test_each_agent_gets_its_own_info_dict():
+    """Clients write into infos (SuperSuit adds terminal_observation per agent): one agent's
+    entry must not show up in another's."""
+    env = edgesched.make_parallel("edge10", max_slots=3)
+    _, infos = env.reset(seed=0)
+    infos["node_0"]["mine"] = 1
+    assert "mine" not in infos["node_1"]
+    _, _, _, _, infos = env.step(dict.fromkeys(env.agents, 0))
+    infos["node_0"]["mine"] = 1
+    assert "mine" not in infos["node_1"]
+
+
+def test_last_episode_metrics_lifecycle():
+    env = edgesched.make_parallel("edge10", max_slots=3)
+    assert env.last_episode_metrics is None
+    env.reset(seed=0)
+    for _ in range(3):
+        assert env.last_episode_metrics is None
+        env.step(dict.fromkeys(env.agents, 0))
+    m = env.last_episode_metrics
+    assert m["slots"] == 3
+    assert m.keys() == env.sim.episode_metrics().keys()
+    assert m["jobs_arrived"] == env.sim.episode_metrics()["jobs_arrived"]
+    env.reset(seed=1)
+    assert env.last_episode_metrics is None  # cleared, never a stale episode's
+
+
+def test_central_infos_have_the_same_flat_keys_and_metrics_lifecycle():
+    from edgesched.envs.central import INFO_KEYS
+
+    env = gym.make("edgesched/Edge10-v0", max_slots=10)
+    _, info = env.reset(seed=0)
+    _assert_flat_numeric(info, INFO_KEYS)
+    assert env.unwrapped.last_episode_metrics is None
+    done, n = False, env.action_space.n
+    rng = np.random.default_rng(1)
+    while not done:
+        _, _, term, trunc, info = env.step(int(rng.integers(n)))
+        _assert_flat_numeric(info, INFO_KEYS)
+        done = term or trunc
+    ep = env.unwrapped.last_episode_metrics
+    assert ep["slots"] == 10 and ep["invalid_actions"] > 0
+    env.reset(seed=1)
+    assert env.unwrapped.last_episode_metrics is None
+
+
+def test_aec_view_runs_with_flat_infos():
+    from edgesched.envs.parallel import INFO_KEYS
+
+    aec = edgesched.make_aec("edge10", max_slots=5)
+    aec.reset(seed=0)
+    for _agent in aec.agent_iter():
+        _, _, term, trunc, info = aec.last()
+        assert set(info) == set(INFO_KEYS)
+        aec.step(None if term or trunc else 0)

@@ -178,7 +178,7 @@ def _allowed(sim: EdgeClusterSim, agent: int) -> str:
     ],
 )
 def test_array_path_wrong_shape_or_dtype(actions: Any, parts: list[str]) -> None:
-    sim = _sim()
+    sim = _sim()  # the default (defer) mode: a wrong shape or dtype is bad input, not a choice
     with pytest.raises(InvalidActionError) as exc:
         sim.step(actions)
     for part in parts:
@@ -188,7 +188,7 @@ def test_array_path_wrong_shape_or_dtype(actions: Any, parts: list[str]) -> None
 
 @pytest.mark.parametrize("bad", ["too_big", "negative"])
 def test_array_path_out_of_range(bad: str) -> None:
-    sim = _sim()
+    sim = _sim(invalid_action="raise")
     a = np.zeros(sim.num_agents, dtype=np.int64)
     a[3] = sim.num_actions if bad == "too_big" else -1
     with pytest.raises(InvalidActionError) as exc:
@@ -199,10 +199,11 @@ def test_array_path_out_of_range(bad: str) -> None:
     assert f"0..{sim.num_actions - 1}" in msg
     assert "invalid_action='defer'" in msg
     assert sim.t == 0 and sim.counters.steps == 0  # nothing was applied
+    assert sim.counters.invalid_actions == 0  # a refused step counts nothing
 
 
 def test_array_path_masked_action() -> None:
-    sim = _sim()
+    sim = _sim(invalid_action="raise")
     i, act = _masked_choice(sim)
     a = np.zeros(sim.num_agents, dtype=np.int64)
     a[i] = act
@@ -214,9 +215,23 @@ def test_array_path_masked_action() -> None:
     assert f"allowed actions now: {_allowed(sim, i)}" in msg
     assert sim.t == 0
     np.testing.assert_array_equal(sim.used, used)
+    assert sim.counters.invalid_actions == 0  # a refused step leaves the simulator untouched
     # the sim is still usable after the rejected step
     sim.step(np.zeros(sim.num_agents, dtype=np.int64))
     assert sim.t == 1
+
+
+def test_array_path_defer_is_the_default() -> None:
+    sim = _sim()
+    assert sim.cfg.invalid_action == "defer"
+    i, act = _masked_choice(sim)
+    a = np.zeros(sim.num_agents, dtype=np.int64)
+    a[i] = act
+    _, info = sim.step(a)
+    assert info["invalid_actions"] == 1 and sim.counters.invalid_actions == 1
+    assert sim.invalid_mask.tolist() == [j == i for j in range(sim.num_agents)]
+    _, info = sim.step(np.zeros(sim.num_agents, dtype=np.int64))
+    assert info["invalid_actions"] == 0 and sim.invalid_mask is None
 
 
 def test_array_path_defer_mode_defers_and_counts() -> None:
@@ -232,6 +247,7 @@ def test_array_path_defer_mode_defers_and_counts() -> None:
     t_rewards, _ = twin.step(np.zeros(sim.num_agents, dtype=np.int64))
     assert sim.counters.invalid_actions == 3
     assert twin.counters.invalid_actions == 0
+    assert info["invalid_actions"] == 3
     assert info["proposals"] == 0 and info["placements"] == 0
     # exactly as if those agents had deferred
     np.testing.assert_array_equal(rewards, t_rewards)
@@ -265,7 +281,7 @@ def _defer_all(env) -> dict[str, int]:
 
 
 def test_pettingzoo_masked_action_names_agent_and_allowed() -> None:
-    env = _env()
+    env = _env(invalid_action="raise")
     i, act = _masked_choice(env.sim)
     acts = _defer_all(env)
     acts[f"node_{i}"] = act
@@ -274,10 +290,11 @@ def test_pettingzoo_masked_action_names_agent_and_allowed() -> None:
     msg = str(exc.value)
     assert f"action {act} of agent node_{i} is masked" in msg
     assert f"allowed actions now: {_allowed(env.sim, i)}" in msg
+    assert env.sim.counters.invalid_actions == 0 and env.sim.t == 0  # refused untouched
 
 
 def test_pettingzoo_out_of_range_action() -> None:
-    env = _env()
+    env = _env(invalid_action="raise")
     acts = _defer_all(env)
     acts["node_4"] = env.action_space("node_4").n
     with pytest.raises(InvalidActionError) as exc:
@@ -328,10 +345,65 @@ def test_pettingzoo_defer_mode() -> None:
     t_obs, t_rew, _, _, _ = twin.step(_defer_all(twin))
     assert env.sim.counters.invalid_actions == 2
     assert infos[f"node_{i}"]["placements"] == 0
+    assert infos[f"node_{i}"]["invalid_action"] == 1
+    assert infos[f"node_{i}"]["invalid_actions"] == 2
+    assert sum(info["invalid_action"] for info in infos.values()) == 2
     assert rew == t_rew
     for a in env.possible_agents:
         np.testing.assert_array_equal(obs[a]["observation"], t_obs[a]["observation"])
         np.testing.assert_array_equal(obs[a]["action_mask"], t_obs[a]["action_mask"])
+
+
+def test_pettingzoo_default_defers_and_counts() -> None:
+    env = _env()
+    i, act = _masked_choice(env.sim)
+    acts = _defer_all(env)
+    acts[f"node_{i}"] = act
+    _, _, _, _, infos = env.step(acts)
+    assert env.sim.t == 1 and env.sim.counters.invalid_actions == 1
+    assert infos[f"node_{i}"]["invalid_action"] == 1
+    assert all(infos[a]["invalid_actions"] == 1 for a in env.possible_agents)
+
+
+@pytest.mark.parametrize("value", [True, False, np.True_, np.False_])
+@pytest.mark.parametrize("mode", ["raise", "defer"])
+def test_pettingzoo_bool_actions_are_rejected_in_both_modes(value: Any, mode: str) -> None:
+    """A Discrete action is an index: Python and numpy bools are refused alike (True was
+    taken as action 1 while np.True_ was refused), whatever ``invalid_action`` says."""
+    env = _env(invalid_action=mode)
+    acts: dict[str, Any] = _defer_all(env)
+    acts["node_5"] = value
+    with pytest.raises(InvalidActionError) as exc:
+        env.step(acts)
+    msg = str(exc.value)
+    assert "node_5" in msg and repr(value) in msg and "bool" in msg
+    assert env.sim.t == 0 and env.sim.counters.invalid_actions == 0
+
+
+@pytest.mark.parametrize("value", [2**70, -(2**70), 2**63, np.uint64(2**64 - 1)])
+def test_pettingzoo_huge_integer_strict(value: Any) -> None:
+    env = _env(invalid_action="raise")
+    acts: dict[str, Any] = _defer_all(env)
+    acts["node_6"] = value
+    with pytest.raises(InvalidActionError) as exc:
+        env.step(acts)
+    msg = str(exc.value)
+    assert f"action {int(value)} of agent node_6 is out of range" in msg
+    assert f"[0, {env.sim.num_actions - 1}]" in msg
+    assert env.sim.t == 0 and env.sim.counters.invalid_actions == 0
+
+
+@pytest.mark.parametrize("value", [2**70, -(2**70), np.uint64(2**64 - 1), -1, 10_000])
+def test_pettingzoo_huge_or_out_of_range_integer_defers_by_default(value: Any) -> None:
+    env, twin = _env(), _env()
+    acts: dict[str, Any] = _defer_all(env)
+    acts["node_6"] = value
+    obs, rew, _, _, infos = env.step(acts)
+    t_obs, t_rew, _, _, _ = twin.step(_defer_all(twin))
+    assert env.sim.counters.invalid_actions == 1
+    assert infos["node_6"]["invalid_action"] == 1 and infos["node_0"]["invalid_action"] == 0
+    assert rew == t_rew
+    np.testing.assert_array_equal(obs["node_6"]["observation"], t_obs["node_6"]["observation"])
 
 
 def test_pettingzoo_missing_agent() -> None:
@@ -359,9 +431,9 @@ def test_pettingzoo_unknown_agent() -> None:
 def test_pettingzoo_step_after_end() -> None:
     env = _env(max_slots=2)
     env.step(_defer_all(env))
-    _, _, term, trunc, infos = env.step(_defer_all(env))
+    _, _, term, trunc, _ = env.step(_defer_all(env))
     assert all(trunc.values()) or all(term.values())
-    assert "episode" in infos["node_0"]
+    assert env.last_episode_metrics["slots"] == 2
     assert env.agents == []
     with pytest.raises(RuntimeError, match=r"after the episode ended; call reset\(\) first"):
         env.step(dict.fromkeys(env.possible_agents, 0))
@@ -387,6 +459,7 @@ def test_central_invalid_action_raise_and_defer() -> None:
     assert f"allowed now: {np.flatnonzero(env.action_masks()).tolist()[:20]}" in msg
     with pytest.raises(InvalidActionError, match="must be an integer in"):
         env.step("x")
+    assert env.sim.counters.invalid_actions == 0  # refused steps count nothing
     d = EdgeSchedCentralEnv("edge10")  # default: defer
     d.reset(seed=0)
     _, _, _, _, info = d.step(n)
@@ -568,3 +641,79 @@ def test_eua_nonexistent_data_dir_is_an_error_naming_it(
     assert str(bad) in msg
     assert "data_dir" in msg
     assert "EDGESCHED_DATA_DIR" in msg
+
+
+@pytest.mark.parametrize("value", [True, np.True_, np.array(True), 1.0, np.float32(1)])
+def test_central_bools_and_floats_are_rejected(value: Any) -> None:
+    env = EdgeSchedCentralEnv("edge10")
+    env.reset(seed=0)
+    with pytest.raises(InvalidActionError, match="must be an integer in") as exc:
+        env.step(value)
+    assert type(value).__name__ in str(exc.value)
+    assert env.sim.counters.invalid_actions == 0
+
+
+@pytest.mark.parametrize("value", [np.int64(0), np.array(0), 0])
+def test_central_accepts_integer_scalars_and_0d_arrays(value: Any) -> None:
+    env = EdgeSchedCentralEnv("edge10", invalid_action="raise")
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(value)
+    assert info["invalid_actions"] == 0
+
+
+def test_central_huge_integer() -> None:
+    strict = EdgeSchedCentralEnv("edge10", invalid_action="raise")
+    strict.reset(seed=0)
+    with pytest.raises(InvalidActionError, match=f"action {2**70} is out of range"):
+        strict.step(2**70)
+    assert strict.sim.counters.invalid_actions == 0
+    d = EdgeSchedCentralEnv("edge10")
+    d.reset(seed=0)
+    _, _, _, _, info = d.step(2**70)
+    assert info["invalid_actions"] == 1
+
+
+# ---------------------------------------------------------------------------- shield wrapper
+def _shielded(**overrides: Any):
+    from edgesched.shields import ShieldedParallelEnv
+
+    env = ShieldedParallelEnv(make_parallel("edge10", **overrides), "central")
+    env.reset(seed=0)
+    return env
+
+
+def test_shield_wrapper_strict_refuses_invalid_proposals_untouched() -> None:
+    """The shield must not turn an invalid proposal into a defer unseen under strict mode."""
+    env = _shielded(invalid_action="raise")
+    sim = env.unwrapped.sim
+    i, act = _masked_choice(sim)
+    acts = _defer_all(env)
+    acts[f"node_{i}"] = act
+    with pytest.raises(InvalidActionError, match=f"action {act} of agent node_{i} is masked"):
+        env.step(acts)
+    assert sim.t == 0 and sim.counters.invalid_actions == 0 and env.stats.steps == 0
+
+
+def test_shield_wrapper_counts_invalid_proposals_by_default() -> None:
+    from edgesched.envs.parallel import INFO_KEYS
+    from edgesched.shields.wrapper import SHIELD_INFO_KEYS
+
+    env = _shielded(max_slots=2)
+    sim = env.unwrapped.sim
+    _, infos = env.reset(seed=0)
+    assert set(infos["node_0"]) == {*INFO_KEYS, *SHIELD_INFO_KEYS}
+    i, act = _masked_choice(sim)
+    acts = _defer_all(env)
+    acts[f"node_{i}"] = act
+    acts["node_0" if i else "node_1"] = 2**70
+    _, _, _, _, infos = env.step(acts)
+    assert set(infos["node_0"]) == {*INFO_KEYS, *SHIELD_INFO_KEYS}
+    assert sim.counters.invalid_actions == 2
+    assert infos[f"node_{i}"]["invalid_action"] == 1 and infos[f"node_{i}"]["invalid_actions"] == 2
+    assert infos[f"node_{i}"]["executed_action"] == 0
+    assert env.last_episode_metrics is None
+    env.step(_defer_all(env))
+    ep = env.last_episode_metrics
+    assert ep["invalid_actions"] == 2 and "shield_interventions" in ep
+    env.reset(seed=1)
+    assert env.last_episode_metrics is None

@@ -248,8 +248,8 @@ def test_shielded_random_policy_on_edge50_executes_no_collision():
         for a, o in obs.items():
             feasible = np.flatnonzero(o["action_mask"])
             actions[a] = int(rng.choice(feasible))
-        obs, _, _, _, infos = env.step(actions)
-    ep = infos["node_0"]["episode"]
+        obs, _, _, _, _ = env.step(actions)
+    ep = env.last_episode_metrics
     assert ep["collisions_executed"] == 0
     assert env.unwrapped.sim.counters.collisions_proposed == 0  # nothing collided at the env
     assert ep["collisions_proposed"] > 0, "the random proposals must collide for this to test"

@@ -9,11 +9,14 @@ Choices (documented because the paper gives no details):
 
 * Budget: ``experiment.total_env_steps`` counts the head's decisions (one task each), the
   same number of ``env.step`` calls as the multi-agent learners' decision rounds.
-* SB3's DQN cannot mask actions during training; the central view's default
-  ``invalid_action='defer'`` turns an infeasible choice into passing over the task, which
-  costs time, so the head learns to avoid it. At evaluation the greedy choice is taken
-  over the feasible actions only (``action_masks()``), as a real head knows which nodes
-  have room.
+* SB3's DQN cannot mask actions during training, so training always runs the central view
+  with ``invalid_action='defer'`` (whatever the scenario configuration says): an infeasible
+  choice (a node where the task does not fit now, see the central view's Action section)
+  passes over the task, which costs time, so the head learns to avoid it. At evaluation the
+  greedy choice is taken over the feasible actions only (``action_masks()``), as a real head
+  knows which nodes have room, and the view runs strict (``invalid_action='raise'``): an
+  infeasible choice there is a bug and raises instead of being hidden in a record. Each
+  evaluation row also reports ``invalid_actions`` (0 by construction).
 * Training workloads: episode ``k`` runs ``train_episode_seed(seed, 0, k)``, disjoint from
   the held-out evaluation workloads like every other learner's.
 * Exploration decays linearly over the whole budget although training runs in chunks (one
@@ -64,9 +67,8 @@ class _TrainWorkloads(gym.Wrapper):
 
     def step(self, action):
         obs, r, term, trunc, info = self.env.step(action)
-        if "episode" in info:
-            # SB3 reads info["episode"] as Monitor's (r, l, t); keep ours under another key
-            self.finished.append(info.pop("episode"))
+        if term or trunc:
+            self.finished.append(dict(self.env.unwrapped.last_episode_metrics))
         return obs, r, term, trunc, info
 
 
@@ -117,6 +119,8 @@ class DQNCentralTrainer:
 
         if sim_cfg is None:
             sim_cfg = get_scenario(_scenario_name(self.spec)).config()
+        # DQN explores over every action, feasible or not (see the module docstring)
+        sim_cfg = sim_cfg.replace(invalid_action="defer")
         self.env = _TrainWorkloads(EdgeSchedCentralEnv(sim_cfg), self.seed)
         c = self.cfg
         self.model = DQN(
@@ -215,7 +219,8 @@ class DQNCentralTrainer:
         """
         from edgesched.experiment.evaluation import SCALAR_METRICS
 
-        env = EdgeSchedCentralEnv(env_name, **env_overrides)
+        # strict: the greedy choice is masked, so an infeasible one is a bug to surface
+        env = EdgeSchedCentralEnv(env_name, **{**env_overrides, "invalid_action": "raise"})
         rows = []
         for s in eval_seeds:
             for k in range(episodes):
@@ -228,9 +233,9 @@ class DQNCentralTrainer:
                     t0 = time.perf_counter()
                     a = self.greedy(obs, env.action_masks())
                     per_slot.setdefault(t, []).append(time.perf_counter() - t0)
-                    obs, _, term, trunc, info = env.step(a)
+                    obs, _, term, trunc, _ = env.step(a)
                     done = term or trunc
-                m = info["episode"]
+                m = env.last_episode_metrics
                 counts = np.array([len(v) for v in per_slot.values()])
                 busy = np.array([sum(v) for v in per_slot.values()])
                 row = {k2: m[k2] for k2 in SCALAR_METRICS}
@@ -241,6 +246,7 @@ class DQNCentralTrainer:
                         "jct_by_priority": m["jct_by_priority"],
                         "slots": m["slots"],
                         "truncated": bool(trunc),
+                        "invalid_actions": int(m["invalid_actions"]),
                         "head_decisions_per_slot": float(counts.mean()),
                         "head_decisions_per_slot_max": float(counts.max()),
                         "head_latency_ms": 1e3 * float(busy.sum() / counts.sum()),

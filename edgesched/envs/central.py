@@ -9,9 +9,19 @@ import numpy as np
 from gymnasium import spaces
 
 from .config import SimConfig
-from .core import NODE_FEATURES, OBS_BOUND, QUEUED, EdgeClusterSim, InvalidActionError
+from .core import (
+    NODE_FEATURES,
+    OBS_BOUND,
+    QUEUED,
+    STEP_INFO_KEYS,
+    EdgeClusterSim,
+    InvalidActionError,
+)
 from .render import render_ansi, render_rgb
 from .scenarios import Scenario, get_scenario
+
+INFO_KEYS = STEP_INFO_KEYS
+"""Keys of ``info`` at ``reset`` and at every step (all ints; see the class docstring)."""
 
 
 class EdgeSchedCentralEnv(gym.Env):
@@ -37,9 +47,21 @@ class EdgeSchedCentralEnv(gym.Env):
     Action:
         ``Discrete(1 + N*L)``: 0 passes over the job; ``1 + n*L + l`` places its next worker
         on node ``n`` at allocation level ``l``. ``action_masks()`` returns the feasible
-        actions (for maskable learners). Because stable-baselines3's DQN cannot mask, the
-        default ``invalid_action`` here is ``'defer'``: an infeasible action passes over the
-        job and is counted in ``info['invalid_actions']``.
+        actions (for maskable learners). An infeasible choice is an out-of-range action or
+        a placement on a node where the job's next worker does not fit now (action 0, pass,
+        is always feasible). By default (``invalid_action='defer'``, as in the multi-agent
+        view; stable-baselines3's DQN cannot mask) it passes over the job and is counted in
+        ``info['invalid_actions']`` and the episode metric ``invalid_actions``. Under
+        ``invalid_action='raise'`` it raises :class:`InvalidActionError` and the step is
+        refused without changing anything. Actions must be integers (Python or numpy, or a
+        0-d integer array); anything else, bools included, raises in both modes.
+
+    Info:
+        The same flat integer keys at ``reset`` (all 0 but ``slot``) and every step
+        (:data:`INFO_KEYS`): ``slot``, ``advanced`` (slots the clock moved in this step),
+        ``proposals``, ``placements``, ``collisions`` (always 0), ``rejected``,
+        ``task_conflicts``, ``invalid_actions``. Nothing is written under ``'episode'``,
+        the key stable-baselines3's ``Monitor`` uses for its own summary.
 
     Reward:
         -(jobs in the system) per slot summed over the slots the step advanced (0 for steps
@@ -50,7 +72,8 @@ class EdgeSchedCentralEnv(gym.Env):
         Terminated when every job has arrived and finished; truncated after ``max_slots``.
         Slots in which nothing is queued are skipped within a step; only the first decision
         after ``reset`` may be such a "wait" (action 0 alone is allowed).
-        ``info['episode']`` holds the DESIGN §6 metrics at the end.
+        :attr:`last_episode_metrics` then holds the DESIGN §6 metrics (``None`` until an
+        episode ends; cleared by ``reset``).
 
     Arguments:
         scenario: registered scenario name or a :class:`SimConfig`.
@@ -65,6 +88,11 @@ class EdgeSchedCentralEnv(gym.Env):
         v0, fix: with ``priority_aging_slots`` set, the head now visits jobs in their aged
             class order, as the multi-agent queues do (it used the static class). No
             registered scenario sets it.
+        v0, API: bools are refused as actions, and a refused strict step no longer counts an
+            invalid action; ``info`` holds one fixed set of flat keys (:data:`INFO_KEYS`) from
+            ``reset`` on, and the episode metrics moved from ``info['episode']`` to
+            :attr:`last_episode_metrics`. The ``invalid_action`` default (``'defer'``) is
+            unchanged here; it is now also the simulator's. No dynamics change.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -72,10 +100,9 @@ class EdgeSchedCentralEnv(gym.Env):
     def __init__(
         self, scenario: str | SimConfig = "edge10", render_mode: str | None = None, **overrides: Any
     ) -> None:
-        overrides.setdefault("invalid_action", "defer")
         if isinstance(scenario, SimConfig):
             self.scenario: Scenario | None = None
-            cfg = scenario.replace(**overrides)
+            cfg = scenario.replace(**overrides) if overrides else scenario
         else:
             self.scenario = get_scenario(scenario)
             cfg = self.scenario.config(**overrides)
@@ -96,6 +123,16 @@ class EdgeSchedCentralEnv(gym.Env):
         )
         self.action_space = spaces.Discrete(1 + n * lv)
         self._log_bw = np.log10(self.sim.cluster.pair_bw + 1.0).astype(np.float32) / 2.0
+        self._last_metrics: dict[str, Any] | None = None
+
+    @property
+    def last_episode_metrics(self) -> dict[str, Any] | None:
+        """Metrics of the episode that just ended (DESIGN §6); ``None`` while one runs.
+
+        Set by the ``step`` that ends an episode and cleared by ``reset``; as
+        ``sim.episode_metrics()`` with ``episode_return_mean`` the head's return.
+        """
+        return self._last_metrics
 
     # ------------------------------------------------------------------ helpers
     def _new_round(self) -> None:
@@ -167,9 +204,12 @@ class EdgeSchedCentralEnv(gym.Env):
             # continues a reproducible stream
             self.sim.reset(int(self.np_random.integers(2**63 - 1)))
         self._new_round()
+        self._last_metrics = None
         # No clock advance here: if nothing is queued yet, the first decision is a "wait"
         # (only action 0 allowed), so reset never returns an already-finished episode.
-        return self._obs(), {"slot": self.sim.t}
+        info = dict.fromkeys(INFO_KEYS, 0)
+        info["slot"] = self.sim.t
+        return self._obs(), info
 
     def _advance_until_decision(self) -> float:
         """Advance the clock while no job is waiting for a decision; return the reward."""
@@ -181,29 +221,38 @@ class EdgeSchedCentralEnv(gym.Env):
             self._new_round()
         return reward
 
+    def _action_int(self, action: Any) -> int:
+        """``action`` as a Python int; non-integers (bools included) raise."""
+        a = action
+        if isinstance(a, np.ndarray) and a.shape == ():
+            a = a[()]  # a 0-d array, as SB3's predict returns for one observation
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+            raise InvalidActionError(
+                f"action must be an integer in [0, {self.action_space.n - 1}] (Discrete), not "
+                f"a bool or another type; got {action!r} ({type(action).__name__})"
+            )
+        return int(a)
+
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Decide for the current job's next worker (see class docstring)."""
         sim = self.sim
         if sim.terminated or sim.truncated:
             raise RuntimeError("step() called on a finished episode; call reset() first")
-        try:
-            a = int(action)
-        except (TypeError, ValueError):
-            raise InvalidActionError(
-                f"action must be an integer in [0, {self.action_space.n - 1}]; got {action!r}"
-            ) from None
-        info: dict[str, Any] = {"invalid_actions": 0, "placements": 0, "collisions": 0}
+        a = self._action_int(action)
+        info = dict.fromkeys(INFO_KEYS, 0)
         mask = self._mask()
         if not 0 <= a < len(mask) or not mask[a]:
-            sim.counters.invalid_actions += 1
-            info["invalid_actions"] = 1
             if sim.cfg.invalid_action == "raise":
+                # refuse before counting: a refused step leaves the simulator as it was
                 raise InvalidActionError(
                     f"action {a} is {'masked' if 0 <= a < len(mask) else 'out of range'}; "
-                    f"allowed now: {np.flatnonzero(mask).tolist()[:20]}"
+                    f"allowed now: {np.flatnonzero(mask).tolist()[:20]} (action space "
+                    f"0..{len(mask) - 1}; invalid_action='defer' would pass over the job)"
                 )
+            sim.counters.invalid_actions += 1
+            info["invalid_actions"] = 1
             a = 0
-        reward = 0.0
+        t0 = sim.t
         if a == 0:
             self._cursor += 1
         else:
@@ -212,16 +261,19 @@ class EdgeSchedCentralEnv(gym.Env):
             pinfo = sim.place(
                 np.array([sim.j_home[j]]), np.array([j]), np.array([node]), np.array([level])
             )
-            info["placements"] = pinfo["placements"]
+            for k in ("proposals", "placements", "collisions", "rejected", "task_conflicts"):
+                info[k] = int(pinfo[k])
             if sim.status[j] != QUEUED:
                 self._cursor += 1
-        reward += self._advance_until_decision()
+        reward = self._advance_until_decision()
         sim.return_sum[0] += reward
         terminated, truncated = sim.terminated, sim.truncated
         info["slot"] = sim.t
+        info["advanced"] = sim.t - t0
         if terminated or truncated:
-            info["episode"] = sim.episode_metrics()
-            info["episode"]["episode_return_mean"] = float(sim.return_sum[0])
+            m = sim.episode_metrics()
+            m["episode_return_mean"] = float(sim.return_sum[0])
+            self._last_metrics = m
         return self._obs(), reward, terminated, truncated, info
 
     def render(self) -> str | np.ndarray | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import operator
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -11,9 +11,18 @@ from pettingzoo import ParallelEnv
 from pettingzoo.utils.conversions import parallel_to_aec
 
 from .config import SimConfig
-from .core import OBS_BOUND, EdgeClusterSim, InvalidActionError
+from .core import OBS_BOUND, STEP_INFO_KEYS, EdgeClusterSim, InvalidActionError
 from .render import render_ansi, render_rgb
 from .scenarios import Scenario, get_scenario
+
+INFO_KEYS = (*STEP_INFO_KEYS, "invalid_action")
+"""Keys of every agent's info at ``reset`` (all 0) and at every step (all ints)."""
+
+# the types the fast path accepts as actions as they are (bool deliberately absent)
+_INT_TYPES = frozenset(
+    {int, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64}
+    | {np.intc, np.uintc, np.intp, np.uintp, np.longlong, np.ulonglong}
+)
 
 
 class EdgeSchedParallelEnv(ParallelEnv):
@@ -48,8 +57,16 @@ class EdgeSchedParallelEnv(ParallelEnv):
         ``Discrete(1 + pending_slots * (K+1) * L)``. 0 defers; ``1 + ((slot*(K+1)) + k)*L
         + l`` places the next worker of pending job ``slot`` on target ``k`` with allocation
         level ``l``. The mask marks exactly the feasible actions, from the current state even
-        when ``obs_delay`` makes the load features stale. Masked or out-of-range
-        actions raise (``invalid_action='raise'``, default) or defer (``'defer'``).
+        when ``obs_delay`` makes the load features stale. A masked or out-of-range action
+        (also an integer too large for int64) defers by default (``invalid_action='defer'``),
+        as PettingZoo environments report illegal moves instead of failing, and is counted:
+        ``infos[agent]["invalid_action"]`` (that agent's), ``["invalid_actions"]`` (the
+        step's) and the episode metric ``invalid_actions``. ``invalid_action='raise'`` is
+        the strict mode: such an action raises :class:`InvalidActionError` naming the agent,
+        its action and the allowed ones, and the step is refused without changing anything.
+        In both modes an action that is not an integer (a float, a string, ``None``, or a
+        bool: ``True`` and ``np.True_`` alike, since a Discrete action is an index, not a
+        flag) raises :class:`InvalidActionError`.
 
     Reward:
         Per agent and slot: -(its jobs in the system) (``reward_mode='local'``) or the mean of
@@ -63,10 +80,18 @@ class EdgeSchedParallelEnv(ParallelEnv):
         in normalized quality. Steps in which the clock does not advance
         (``advance='when_idle'``) carry no time cost.
 
+    Info:
+        Every agent's info holds the same flat numeric keys at ``reset`` (all 0) and at every
+        step, so array-based clients (TorchRL) can stack them: :data:`INFO_KEYS`, i.e. the
+        step's cluster-wide counters ``slot``, ``advanced``, ``proposals``, ``placements``,
+        ``collisions``, ``rejected``, ``task_conflicts``, ``invalid_actions``, plus the
+        agent's own ``invalid_action`` (1 if its action was invalid and deferred). Each agent
+        gets a dict of its own, so a client may write into it.
+
     Episode end:
         Terminated when every job has arrived and finished; truncated after ``max_slots``
-        slots or ``max_steps`` decision rounds. The final ``infos`` hold
-        ``infos[agent]["episode"]``, the metrics summary of DESIGN §6.
+        slots or ``max_steps`` decision rounds. Then :attr:`last_episode_metrics` holds the
+        metrics summary of DESIGN §6 (``None`` until an episode ends; cleared by ``reset``).
 
     Arguments:
         scenario: registered scenario name (``edgesched.list_scenarios()``) or a
@@ -82,6 +107,12 @@ class EdgeSchedParallelEnv(ParallelEnv):
         v0, fix: with ``alloc_mode='grid'`` the mask now also checks the job's memory demand
             against the target's free memory (it was ignored). No registered scenario
             changes: the grid scenarios (tapfinger-hetero6*) have no memory demand.
+        v0, API: the default ``invalid_action`` is now ``'defer'`` (counted) instead of
+            ``'raise'``, so generic PettingZoo tools that sample without the mask work; pass
+            ``invalid_action='raise'`` for the old strict behaviour. Bools are refused as
+            actions. ``infos`` hold one fixed set of flat keys (:data:`INFO_KEYS`) from
+            ``reset`` on; the episode metrics moved from ``infos[agent]["episode"]`` to
+            :attr:`last_episode_metrics`. No scenario's dynamics under valid actions change.
     """
 
     metadata = {
@@ -121,6 +152,16 @@ class EdgeSchedParallelEnv(ParallelEnv):
         self._act_spaces = {a: spaces.Discrete(self.sim.num_actions) for a in self.possible_agents}
         self._obs_spaces = {a: self._obs_space for a in self.possible_agents}
         self.state_space = spaces.Box(-OBS_BOUND, OBS_BOUND, (self.sim.state_dim,), np.float32)
+        self._last_metrics: dict[str, Any] | None = None
+
+    @property
+    def last_episode_metrics(self) -> dict[str, Any] | None:
+        """Metrics of the episode that just ended (DESIGN §6); ``None`` while one runs.
+
+        Set by the ``step`` that ends an episode and cleared by ``reset``. The same as
+        ``env.sim.episode_metrics()`` at that moment.
+        """
+        return self._last_metrics
 
     @property
     def config(self) -> SimConfig:
@@ -148,8 +189,47 @@ class EdgeSchedParallelEnv(ParallelEnv):
         """Start an episode; ``seed`` fixes the workload and all randomness."""
         self.sim.reset(seed)
         self.agents = self.possible_agents[:]
-        info: dict[str, Any] = {"slot": 0}
-        return self._obs_dict(), {a: info for a in self.agents}
+        self._last_metrics = None
+        return self._obs_dict(), self._infos(dict.fromkeys(INFO_KEYS, 0))
+
+    def _infos(self, info: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        # one dict per agent, never shared: clients write into them (SuperSuit's vector env
+        # adds each agent's terminal_observation), which must not leak to other agents
+        agents = self.possible_agents
+        return dict(zip(agents, map(dict.copy, repeat(info, len(agents))), strict=True))
+
+    def _action_array(self, actions: dict[str, Any]) -> np.ndarray:
+        """The actions as an int64 array in agent order; bad types raise (see Action).
+
+        An integer beyond int64 becomes -1, which the simulator then treats as any other
+        out-of-range action; in strict mode it raises here, naming its true value.
+        """
+        vals = list(map(actions.__getitem__, self.possible_agents))
+        # one C-level pass over the types; bools (int subclasses) fail it on purpose
+        if set(map(type, vals)) <= _INT_TYPES:
+            try:
+                return np.array(vals, np.int64)
+            except OverflowError:
+                pass
+        out = np.empty(len(vals), np.int64)
+        hi = self.sim.num_actions - 1
+        for i, v in enumerate(vals):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+                raise InvalidActionError(
+                    f"actions must be integers in [0, {hi}] (Discrete), not bools or other "
+                    f"types; got {v!r} ({type(v).__name__}) for agent {self.possible_agents[i]}"
+                )
+            v = int(v)
+            if -(2**63) <= v < 2**63:
+                out[i] = v
+            elif self.sim.cfg.invalid_action == "raise":
+                raise InvalidActionError(
+                    f"action {v} of agent {self.possible_agents[i]} is out of range; allowed "
+                    f"actions are in [0, {hi}] (invalid_action='defer' would defer it instead)"
+                )
+            else:
+                out[i] = -1
+        return out
 
     def step(self, actions: dict[str, int]):
         """One decision round; ``actions`` maps every live agent to its action."""
@@ -163,29 +243,26 @@ class EdgeSchedParallelEnv(ParallelEnv):
                 f"actions must hold exactly one action per live agent; missing {missing[:5]}, "
                 f"unknown {extra[:5]}"
             )
-        try:
-            # operator.index accepts Python and numpy integers and refuses 1.7 or "3"
-            arr = np.fromiter(
-                (operator.index(actions[a]) for a in self.possible_agents), np.int64, sim.num_agents
-            )
-        except TypeError as e:
-            bad = {a: v for a, v in actions.items() if not isinstance(v, (int, np.integer))}
-            raise InvalidActionError(
-                f"actions must be integers in [0, {sim.num_actions - 1}] (Discrete); got "
-                f"{dict(list(bad.items())[:5])}"
-            ) from e
-        rewards, info = sim.step(arr)
+        rewards, info = sim.step(self._action_array(actions))
+        info["advanced"] = int(info["advanced"])
+        agents = self.possible_agents
+        bad = sim.invalid_mask
+        if bad is None:
+            info["invalid_action"] = 0
+            infos = self._infos(info)
+        else:
+            flags = bad.tolist()
+            infos = {
+                a: {**info, "invalid_action": int(f)} for a, f in zip(agents, flags, strict=True)
+            }
         done = sim.terminated or sim.truncated
         if done:
-            info["episode"] = sim.episode_metrics()
+            self._last_metrics = sim.episode_metrics()
+            self.agents = []
         obs = self._obs_dict()
-        agents = self.possible_agents
         rew = dict(zip(agents, rewards.tolist(), strict=True))
         term = dict.fromkeys(agents, sim.terminated)
         trunc = dict.fromkeys(agents, sim.truncated)
-        infos = {a: info for a in agents}
-        if done:
-            self.agents = []
         return obs, rew, term, trunc, infos
 
     def state(self) -> np.ndarray:

@@ -9,6 +9,17 @@ from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 from .base import ShieldStats
 
+SHIELD_INFO_KEYS = (
+    "executed_action",
+    "shield_proposed_collisions",
+    "shield_interventions",
+    "shield_residual_collisions",
+    "shield_latency_ms",
+    "shield_messages",
+    "shield_rounds",
+)
+"""Keys the wrapper adds to every agent's info, at ``reset`` (all 0) and every step."""
+
 
 class ShieldedParallelEnv(BaseParallelWrapper):
     """Wrap an :class:`~edgesched.envs.parallel.EdgeSchedParallelEnv` with a collision shield.
@@ -19,10 +30,17 @@ class ShieldedParallelEnv(BaseParallelWrapper):
     next step only); without them the shield uses
     :func:`~edgesched.shields.base.default_preferences`.
 
-    Every agent's info carries ``executed_action`` and ``shield`` (the step's
-    :class:`~edgesched.shields.base.ShieldResult` counters); at the episode's end
-    ``info['episode']`` also holds the shield summary (:meth:`ShieldStats.summary`) and
-    ``collisions_proposed`` counts the proposals' collisions (before the shield).
+    Invalid proposals (masked or out of range) follow the environment's ``invalid_action``:
+    under ``'raise'`` the step raises before the shield runs and nothing changes; under
+    ``'defer'`` (default) they defer and are counted in the environment's ``invalid_actions``
+    (per step in the infos and in the episode metrics), so the shield cannot hide them.
+
+    Every agent's info holds the environment's flat keys plus :data:`SHIELD_INFO_KEYS`
+    (``executed_action`` and the step's :class:`~edgesched.shields.base.ShieldResult`
+    counters, prefixed ``shield_``), all present from ``reset`` on. When an episode ends,
+    :attr:`last_episode_metrics` holds the environment's metrics plus the shield summary
+    (:meth:`ShieldStats.summary`), with ``collisions_proposed`` counting the proposals'
+    collisions (before the shield).
 
     Args:
         env: the parallel environment.
@@ -43,6 +61,12 @@ class ShieldedParallelEnv(BaseParallelWrapper):
             raise ValueError("shield='none' wraps nothing; use the environment itself")
         self.stats = ShieldStats()
         self._prefs: np.ndarray | None = None
+        self._last_metrics: dict[str, Any] | None = None
+
+    @property
+    def last_episode_metrics(self) -> dict[str, Any] | None:
+        """The ended episode's metrics with the shield summary; ``None`` while one runs."""
+        return self._last_metrics
 
     def set_preferences(self, prefs: np.ndarray | dict[str, np.ndarray]) -> None:
         """Preference scores (higher first) for the next step: (N, A) array or per agent."""
@@ -55,38 +79,48 @@ class ShieldedParallelEnv(BaseParallelWrapper):
         """Reset the environment and the shield's episode statistics."""
         self.stats = ShieldStats()
         self._prefs = None
-        return self.env.reset(seed=seed, options=options)
+        self._last_metrics = None
+        obs, infos = self.env.reset(seed=seed, options=options)
+        extra = dict.fromkeys(SHIELD_INFO_KEYS, 0)
+        extra["shield_latency_ms"] = 0.0  # a float at every step: keep its type from reset on
+        return obs, {a: {**info, **extra} for a, info in infos.items()}
 
     def step(self, actions: dict[str, int]):
         """Shield the proposals ``actions``, then step the environment."""
         agents = self.possible_agents
-        missing = [a for a in agents if a not in actions]
-        if missing and self.env.agents:
+        env = self.env.unwrapped
+        if not self.env.agents or set(actions) != set(self.env.agents):
             return self.env.step(actions)  # let the environment raise its own error
-        arr = np.array([actions[a] for a in agents], dtype=np.int64)
-        res = self.shield(arr, self._prefs)
+        sim = env.sim
+        # the environment's own checks, before the shield could turn an invalid proposal
+        # into a defer unseen: strict mode raises with nothing changed, defer mode counts
+        sim.invalid_mask = None
+        proposals = sim._checked_actions(env._action_array(actions))
+        bad = sim.invalid_mask
+        res = self.shield(proposals, self._prefs)
         self._prefs = None
         self.stats.add(res)
         executed = dict(zip(agents, res.actions.tolist(), strict=True))
         obs, rew, term, trunc, infos = self.env.step(executed)
         step_info = {
-            "proposed_collisions": res.proposed_collisions,
-            "interventions": res.interventions,
-            "residual_collisions": res.residual_collisions,
-            "latency_ms": 1e3 * res.compute_s,
-            "messages": res.messages,
-            "rounds": res.rounds,
+            "shield_proposed_collisions": int(res.proposed_collisions),
+            "shield_interventions": int(res.interventions),
+            "shield_residual_collisions": int(res.residual_collisions),
+            "shield_latency_ms": 1e3 * res.compute_s,
+            "shield_messages": int(res.messages),
+            "shield_rounds": int(res.rounds),
         }
+        n_bad = 0 if bad is None else int(np.count_nonzero(bad))
         new_infos = {}
-        for a, act in executed.items():
-            info = dict(infos[a])
-            info["executed_action"] = act
-            info["shield"] = step_info
+        for i, (a, act) in enumerate(executed.items()):
+            info = {**infos[a], **step_info, "executed_action": act}
+            if n_bad:
+                info["invalid_actions"] = n_bad
+                info["invalid_action"] = int(bad[i])
             new_infos[a] = info
-        if "episode" in infos[agents[0]]:
-            ep = dict(infos[agents[0]]["episode"])
+        if not self.env.agents:
+            ep = dict(self.env.last_episode_metrics)
             ep["collisions_proposed"] = int(self.stats.totals["proposed_collisions"])
             ep.update(self.stats.summary())
-            for a in agents:
-                new_infos[a]["episode"] = ep
+            self._last_metrics = ep
         return obs, rew, term, trunc, new_infos
