@@ -51,7 +51,7 @@ WALL_CLOCK_METRICS = frozenset(
 """Measured wall-clock times: recorded for the scalability studies, never reproducible, so
 only their presence is checked."""
 
-ADDED_METRICS = frozenset({"occupied_share_mean", "quality_total"})
+ADDED_METRICS = frozenset({"occupied_share_mean", "quality_total", "invalid_actions"})
 """Metrics added after records existed: a rerun may have them where an older record has
 not (compared when both have them)."""
 
