@@ -269,3 +269,11 @@ def test_batched_actions_of_the_wrong_dtype_or_shape_report_what_was_passed():
     with pytest.raises(InvalidActionError, match=r"got shape \(30,\) dtype int64"):
         bs.step(np.zeros(30, dtype=np.int64))
     bs.step(np.zeros((3, 10), dtype=np.int32))  # any integer dtype is accepted
+
+
+def test_num_nodes_beyond_the_dense_topology_limit_is_rejected():
+    from edgesched.envs.config import MAX_NODES
+
+    with pytest.raises(ConfigError, match=r"num_nodes=2001 .*\[1, 2000\]"):
+        SimConfig.from_dict({"num_nodes": MAX_NODES + 1})
+    SimConfig.from_dict({"num_nodes": MAX_NODES})  # the limit itself validates (nothing built)

@@ -36,6 +36,9 @@ MAX_JOB_ARRAY_BYTES = 4 << 30
 """Cap (4 GiB) on the estimated size of one episode's per-job arrays
 (:meth:`SimConfig.job_array_bytes`); grid allocation modes cost about 27 bytes per job and
 level, so this bounds jobs times levels as well."""
+MAX_NODES = 2_000
+"""Largest ``num_nodes``: the topology's dense N x N path matrices and O(N^3) all-pairs
+search make larger clusters impractical (registered scenarios reach 500)."""
 MAX_ARRIVAL_CELLS = 20_000_000
 """Cap on ``arrival_slots * num_nodes`` under ``arrival_scope='node'``: arrivals are drawn
 per (slot, node) cell, four 8-byte arrays of that many cells (640 MB at the cap)."""
@@ -279,7 +282,9 @@ class SimConfig:
             )
         _float_range("trace_window_start_hours", self.trace_window_start_hours, -1.0, 1e7)
         _pair("trace_size_clip", self.trace_size_clip, 1e-4, 1e4)
-        _int_range("num_nodes", self.num_nodes, 1, 100_000)
+        # The cluster keeps dense N x N pair matrices and computes all-pairs paths in O(N^3)
+        # (Floyd-Warshall): about 20 s and a few hundred MiB at MAX_NODES, hours beyond.
+        _int_range("num_nodes", self.num_nodes, 1, MAX_NODES)
         _int_range("neighbors_k", self.neighbors_k, 0, max(self.num_nodes - 1, 0))
         _int_range("region_size", self.region_size, 1, 100_000)
         _int_range("arrival_slots", self.arrival_slots, 1, 10_000_000)
