@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 pytest.importorskip("torch")
 
+from edgesched import ConfigError
 from edgesched.algos import list_algorithms
 from edgesched.experiment import ExperimentConfigError, run
 from edgesched.experiment.schema import AlgoConfig, EnvConfig, TrainConfig
@@ -186,6 +187,46 @@ def test_bad_config_writes_nothing(tmp_path):
     with pytest.raises(ExperimentConfigError, match=r"algo\.name"):
         run(cfg)
     assert not (tmp_path / "bad").exists()
+    # the workload is read before the first file is written (it used to leave config.yaml)
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    cfg = make_cfg(tmp_path / "bad", env="edge50-trace")
+    cfg.env.trace.path = str(tmp_path / "bad.csv")
+    with pytest.raises(ConfigError, match=r"bad\.csv"):
+        run(cfg)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_resume_restarts_a_run_stopped_before_its_first_checkpoint(tmp_path):
+    ref = make_cfg(tmp_path / "ref")
+    run(ref)
+    stopped = tmp_path / "stopped"
+    stopped.mkdir()
+    (stopped / "config.yaml").write_text((tmp_path / "ref" / "config.yaml").read_text())
+    (stopped / "metrics.jsonl").write_text('{"update": 1}\n')  # the killed attempt's line
+    run(make_cfg(stopped, resume=True))
+    assert without_time(read_metrics(stopped)) == without_time(read_metrics(tmp_path / "ref"))
+    # a run of another configuration is not restarted in its place
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.yaml").write_text((tmp_path / "ref" / "config.yaml").read_text())
+    cfg = make_cfg(tmp_path / "x", seed=1, resume=str(other))
+    with pytest.raises(ExperimentConfigError, match=r"differs .*\['seed'\]"):
+        run(cfg)
+    assert sorted(p.name for p in other.iterdir()) == ["config.yaml"]
+
+
+def test_log_every_changes_neither_results_nor_the_record_hash(tmp_path, capsys):
+    a = make_cfg(tmp_path / "a", total_env_steps=96)
+    b = make_cfg(tmp_path / "b", total_env_steps=96, log_every=1)
+    run(a)
+    assert capsys.readouterr().out.count(" steps/s ") == 3  # 3 updates, 20 lines at most
+    run(b)
+    assert capsys.readouterr().out.count(" steps/s ") == 3
+    records = [json.loads((tmp_path / d / "eval.json").read_text()) for d in ("a", "b")]
+    assert records[0]["config_hash"] == records[1]["config_hash"]
+    assert records[0]["summary"] == records[1]["summary"]
+    # resuming with another log_every is allowed: it is not part of the run's configuration
+    run(make_cfg(tmp_path / "a", total_env_steps=96, log_every=5, resume=True))
 
 
 def read_wandb_summary(run_file: Path, wait_s: float = 60.0) -> dict:

@@ -11,7 +11,13 @@ A run directory holds:
 
 ``resume=true`` (or a run path) continues from ``checkpoints/last.pt``; because the
 checkpoint carries every RNG and the environments themselves, the resumed run produces the
-same learning curve as an uninterrupted one.
+same learning curve as an uninterrupted one. A run stopped before its first checkpoint
+(``config.yaml`` but no checkpoint, no ``eval.json``) is started afresh in its own directory.
+A checkpoint that cannot be read stops the run with a message naming the file.
+
+Nothing is written before the configuration, the workload (a trace file, say) and, when
+resuming, the checkpoint have been read: a configuration error leaves no file behind. The
+console shows the run's progress and result (:mod:`edgesched.experiment.console`).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from edgesched.envs.core import EdgeClusterSim
 from edgesched.envs.scenarios import get_scenario
 from edgesched.policy import EnvSpec
 
+from .console import TrainingConsole
 from .evaluation import LearnedScheduler, evaluate_scheduler, make_record, strict_overrides
 from .io import atomic_write_bytes, atomic_write_json, atomic_write_text, git_commit, write_jsonl
 from .schema import (
@@ -46,6 +53,10 @@ from .schema import (
 CHECKPOINT = Path("checkpoints") / "last.pt"
 # keys that may differ between a run and its resumption
 _RESUME_FREE = ("resume", "run_dir", "output_dir")
+# experiment keys that only change what the console shows, never the results
+_CONSOLE_KEYS = ("log_every",)
+# what save_checkpoint writes; a checkpoint without one of these is not a train.py checkpoint
+_CHECKPOINT_KEYS = ("config", "trainer", "vec", "metrics", "env_steps", "wall_time", "finished")
 
 
 def _env_overrides(cfg: DictConfig) -> dict[str, Any]:
@@ -64,15 +75,54 @@ def _hydra_output_dir() -> Path | None:
         return None
 
 
+def _hydra_multirun() -> bool:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        return HydraConfig.get().mode == RunMode.MULTIRUN
+    except (ImportError, ValueError):
+        return False
+
+
 def _comparable(cfg: DictConfig) -> dict[str, Any]:
+    """The configuration that determines the results (record hash, resume check)."""
     c = OmegaConf.to_container(cfg, resolve=True)
     for k in _RESUME_FREE:
         c.pop(k, None)
+    for k in _CONSOLE_KEYS:
+        c.get("experiment", {}).pop(k, None)
     return c
 
 
-def _resolve_run_dir(cfg: DictConfig) -> tuple[Path, bool]:
-    """Pick the run directory and whether to resume in it."""
+def _config_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+
+
+def _written_config_diff(run_dir: Path, cfg: DictConfig) -> list[str] | None:
+    """Top-level keys where ``run_dir/config.yaml`` differs from ``cfg``; None: unreadable."""
+    try:
+        written = OmegaConf.load(run_dir / "config.yaml")
+        return _config_diff(_comparable(written), _comparable(cfg))
+    except Exception:  # a damaged or foreign file is not a run of this configuration
+        return None
+
+
+def _stopped_early(path: Path) -> bool:
+    """A run that wrote its config but neither a checkpoint nor its evaluation."""
+    return (
+        (path / "config.yaml").is_file()
+        and not (path / CHECKPOINT).exists()
+        and not (path / "eval.json").exists()
+    )
+
+
+def _resolve_run_dir(cfg: DictConfig) -> tuple[Path, str]:
+    """Pick the run directory and how to start: ``new``, ``resume`` or ``restart``.
+
+    ``restart`` is a run of the same configuration stopped before its first checkpoint: it
+    starts afresh in its own directory.
+    """
     hydra_dir = _hydra_output_dir()
     base = Path(cfg.run_dir) if cfg.run_dir else hydra_dir
     if base is None:
@@ -81,30 +131,93 @@ def _resolve_run_dir(cfg: DictConfig) -> tuple[Path, bool]:
         )
     resume = cfg.resume
     if resume in (False, None, "false", "False", ""):
-        return base, False
+        return base, "new"
     if resume in (True, "true", "True"):
         if (base / CHECKPOINT).exists():
-            return base, True
+            return base, "resume"
+        if _stopped_early(base) and _written_config_diff(base, cfg) == []:
+            return base, "restart"
         # Hydra made a fresh timestamped folder; continue the newest unfinished sibling
         siblings = sorted(
             p
             for p in base.parent.glob("*")
-            if p != base and (p / CHECKPOINT).exists() and not (p / "eval.json").exists()
+            if p != base
+            and not (p / "eval.json").exists()
+            and (
+                (p / CHECKPOINT).exists()
+                or (_stopped_early(p) and _written_config_diff(p, cfg) == [])
+            )
         )
         if not siblings:
             raise ExperimentConfigError(
-                f"resume=true but no unfinished run with a checkpoint under {base.parent}"
+                f"resume=true: no unfinished run of this configuration under {base.parent} "
+                f"(none with a {CHECKPOINT}, none stopped before its first one); start a new "
+                "run without resume=true, or pass resume=<run directory>"
             )
-        return siblings[-1], True
+        return siblings[-1], "resume" if (siblings[-1] / CHECKPOINT).exists() else "restart"
     path = Path(str(resume))
-    if not (path / CHECKPOINT).exists():
-        raise ExperimentConfigError(f"resume={resume!r}: no {CHECKPOINT} in that directory")
-    return path, True
+    if (path / CHECKPOINT).exists():
+        return path, "resume"
+    if _stopped_early(path):
+        diff = _written_config_diff(path, cfg)
+        if diff:
+            raise ExperimentConfigError(
+                f"resume={resume!r}: that run stopped before its first checkpoint and its "
+                f"config.yaml differs from this configuration in {diff}; resume with the "
+                "same configuration or start a new run"
+            )
+        if diff == []:
+            return path, "restart"
+    what = "does not exist" if not path.exists() else f"holds no {CHECKPOINT} and no config.yaml"
+    raise ExperimentConfigError(
+        f"resume={resume!r}: {path} {what}, so it is not a run directory; pass the directory "
+        "of a run (the one holding config.yaml), resume=true for the latest unfinished run of "
+        "this configuration, or resume=false for a new run"
+    )
 
 
 def _remove_if_empty(path: Path | None) -> None:
     if path is not None and path.is_dir() and not any(path.iterdir()):
         path.rmdir()
+
+
+def _bad_checkpoint(path: Path, problem: str) -> ExperimentConfigError:
+    if (path.parent.parent / "eval.json").exists():
+        todo = (
+            "This run has finished (its eval.json holds the results); start a new run with "
+            "resume=false to train it again"
+        )
+    else:
+        todo = (
+            "Delete it and resume again to restart this run from its first update in the same "
+            "directory, or start a new run with resume=false"
+        )
+    return ExperimentConfigError(
+        f"resume: the checkpoint {path} {problem}. It is damaged (a truncated copy, a full "
+        f"disk) or was not written by train.py for this run. {todo}"
+    )
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    text = text if len(text) <= 160 else text[:157] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _load_checkpoint(path: Path) -> dict[str, Any]:
+    """Read a checkpoint, or raise :class:`ExperimentConfigError` naming the file."""
+    import torch
+
+    try:
+        ckpt = torch.load(path, weights_only=False)
+    except Exception as exc:  # torch, zipfile and pickle each raise their own kind
+        raise _bad_checkpoint(path, f"cannot be read ({_short(exc)})") from None
+    if not isinstance(ckpt, dict):
+        raise _bad_checkpoint(path, f"holds a {type(ckpt).__name__}, not a checkpoint")
+    missing = [k for k in _CHECKPOINT_KEYS if k not in ckpt]
+    if missing or not isinstance(ckpt["config"], dict):
+        raise _bad_checkpoint(path, f"lacks {missing or ['a valid config']}")
+    return ckpt
 
 
 class _Logger:
@@ -153,6 +266,9 @@ class _Logger:
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Train ``cfg.algo`` on ``cfg.env``, evaluate on held-out seeds, write the run files.
 
+    Prints the run directory, the progress (a bar on a terminal, plain lines every
+    ``experiment.log_every`` updates otherwise) and the held-out evaluation summary.
+
     Args:
         cfg: composed configuration (:class:`edgesched.experiment.schema.TrainConfig`).
 
@@ -160,7 +276,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         The evaluation summary (mean metrics over held-out episodes).
 
     Raises:
-        ExperimentConfigError: a value is out of range or unregistered (nothing written).
+        ExperimentConfigError: a value is out of range or unregistered, nothing to resume, or
+            an unreadable checkpoint (nothing written).
         TrainingDivergedError: a loss became NaN/inf (last good checkpoint kept).
     """
     import torch
@@ -168,70 +285,92 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     hydra_dir = _hydra_output_dir()
     try:
         validate(cfg)
-        run_dir, resuming = _resolve_run_dir(cfg)
+        run_dir, mode = _resolve_run_dir(cfg)
     except Exception:
         _remove_if_empty(hydra_dir)  # bad config: leave nothing behind
         raise
-    if resuming and run_dir != hydra_dir:
+    if mode != "new" and run_dir != hydra_dir:
         _remove_if_empty(hydra_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     exp = cfg.experiment
-    torch.set_num_threads(int(exp.threads))
-    overrides = _env_overrides(cfg)
-    scenario = get_scenario(cfg.env.name)
-    sim_cfg = scenario.config(**overrides)
-    commit = git_commit()
-
     ckpt_path = run_dir / CHECKPOINT
-    if resuming:
-        # a kill during an atomic write leaves only its hidden temp file behind
-        for tmp in run_dir.rglob(".*.tmp"):
-            tmp.unlink()
-        ckpt = torch.load(ckpt_path, weights_only=False)
-        if ckpt["config"] != _comparable(cfg):
-            old, new = ckpt["config"], _comparable(cfg)
-            diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-            raise ExperimentConfigError(
-                f"resume: the configuration differs from the checkpoint's in {diff}; resume "
-                "with the same config or start a new run"
-            )
-    else:
-        atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-
-    vec = VecSim(sim_cfg, int(exp.num_envs), int(cfg.seed), scenario.id)
-    spec = EnvSpec.of(vec.sims[0])
-    trainer = make_trainer(
-        cfg.algo.name, cfg.algo, spec, int(cfg.seed), cfg.shield.name, shield_kwargs(cfg.shield)
-    )
-    metrics: list[dict[str, Any]] = []
-    env_steps, wall_offset = 0, 0.0
-    finished: list[dict[str, Any]] = []
-    if resuming:
-        trainer.load_state_dict(ckpt["trainer"])
-        vec = pickle.loads(ckpt["vec"])
-        metrics = ckpt["metrics"]
-        env_steps, wall_offset = ckpt["env_steps"], ckpt["wall_time"]
-        finished = ckpt["finished"]
-        write_jsonl(run_dir / "metrics.jsonl", metrics)  # drop lines after the checkpoint
+    try:
+        # Everything that can reject the configuration (the workload's trace file, the
+        # checkpoint) is read before the first file is written.
+        torch.set_num_threads(int(exp.threads))
+        scenario = get_scenario(cfg.env.name)
+        sim_cfg = scenario.config(**_env_overrides(cfg))
+        vec = VecSim(sim_cfg, int(exp.num_envs), int(cfg.seed), scenario.id)
+        spec = EnvSpec.of(vec.sims[0])
+        trainer = make_trainer(
+            cfg.algo.name, cfg.algo, spec, int(cfg.seed), cfg.shield.name, shield_kwargs(cfg.shield)
+        )
+        metrics: list[dict[str, Any]] = []
+        env_steps, wall_offset = 0, 0.0
+        finished: list[dict[str, Any]] = []
+        if mode == "resume":
+            ckpt = _load_checkpoint(ckpt_path)
+            diff = _config_diff(ckpt["config"], _comparable(cfg))
+            if diff:
+                raise ExperimentConfigError(
+                    f"resume: the configuration differs from the checkpoint's in {diff}; resume "
+                    "with the same config or start a new run"
+                )
+            try:
+                trainer.load_state_dict(ckpt["trainer"])
+                vec = pickle.loads(ckpt["vec"])
+            except Exception as exc:
+                raise _bad_checkpoint(
+                    ckpt_path, f"does not fit this run's learner ({_short(exc)})"
+                ) from None
+            metrics = list(ckpt["metrics"])
+            env_steps, wall_offset = int(ckpt["env_steps"]), float(ckpt["wall_time"])
+            finished = list(ckpt["finished"])
+    except Exception:
+        if mode == "new":
+            _remove_if_empty(run_dir)  # an explicit run_dir that nothing went into
+        raise
 
     per_update = int(exp.num_envs) * int(exp.rollout_steps)
     n_updates = max(int(exp.total_env_steps) // per_update, 1)
+    label = f"{algo_label(cfg.algo)}@{scenario.id} seed {int(cfg.seed)}"
+    console = TrainingConsole(
+        label,
+        n_updates,
+        per_update,
+        int(exp.get("log_every", 0)),
+        bar=False if _hydra_multirun() else None,  # parallel jobs would garble one terminal
+    )
+    if mode == "resume":
+        console.say(
+            f"{label}: resuming {run_dir.resolve()} at update {trainer.updates}/{n_updates}"
+        )
+    elif mode == "restart":
+        console.say(
+            f"{label}: {run_dir.resolve()} stopped before its first checkpoint; starting it "
+            "afresh in the same directory"
+        )
+    else:
+        console.say(f"{label}: training {n_updates} updates -> {run_dir.resolve()}")
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if mode != "new":
+        # a kill during an atomic write leaves only its hidden temp file behind
+        for tmp in run_dir.rglob(".*.tmp"):
+            tmp.unlink()
+    if mode == "resume":
+        write_jsonl(run_dir / "metrics.jsonl", metrics)  # drop lines after the checkpoint
+    else:
+        (run_dir / "metrics.jsonl").unlink(missing_ok=True)  # a restart's earlier attempt
+        atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+    commit = git_commit()
+
     if hasattr(trainer, "set_budget"):
         trainer.set_budget(n_updates * per_update)
     # decisions per env step: every agent (multi-agent learners) or one (the central head)
     per_step = getattr(trainer, "decisions_per_step", spec.num_agents)
     logger = _Logger(cfg, run_dir, commit)
-    from tqdm import tqdm
-
-    bar = tqdm(
-        total=n_updates * per_update,
-        initial=env_steps,
-        unit="step",
-        dynamic_ncols=True,
-        desc=f"{cfg.algo.name}@{scenario.id}",
-        disable=None,
-    )
     t0 = time.perf_counter() - wall_offset
+    console.start(trainer.updates, env_steps, wall_offset)
 
     def save_checkpoint() -> None:
         buf = io.BytesIO()
@@ -250,41 +389,45 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         )
         atomic_write_bytes(ckpt_path, buf.getvalue())
 
-    while trainer.updates < n_updates:
-        batch = trainer.collect(vec, int(exp.rollout_steps))
-        stats = trainer.update(batch, progress=trainer.updates / n_updates)
-        env_steps += per_update
-        finished += [
-            {k: e[k] for k in ("jct_mean", "collisions_proposed", "episode_return_mean")}
-            for e in batch["episodes"]
-        ]
-        recent = finished[-8:]
-        row = {
-            "update": trainer.updates,
-            "env_steps": env_steps,
-            "agent_decisions": env_steps * per_step,
-            "wall_time": round(time.perf_counter() - t0, 3),
-            "episodes": len(finished),
-            "train_jct_mean": float(np.mean([e["jct_mean"] for e in recent])) if recent else None,
-            "train_return": float(np.mean([e["episode_return_mean"] for e in recent]))
-            if recent
-            else None,
-            "collisions_per_step": batch["collisions"] / per_update,
-            "reward_mean": float(batch["rewards"].mean()),
-            **batch.get("log", {}),
-            **stats,
-        }
-        metrics.append(row)
-        write_jsonl(run_dir / "metrics.jsonl", metrics)
-        logger.log(row)
-        bar.update(per_update)
-        bar.set_postfix(
-            steps_s=f"{env_steps / max(row['wall_time'], 1e-9):.0f}",
-            jct=f"{row['train_jct_mean']:.1f}" if row["train_jct_mean"] is not None else "-",
-        )
-        if trainer.updates % int(exp.checkpoint_every) == 0 or trainer.updates == n_updates:
-            save_checkpoint()
-    bar.close()
+    try:
+        while trainer.updates < n_updates:
+            batch = trainer.collect(vec, int(exp.rollout_steps))
+            stats = trainer.update(batch, progress=trainer.updates / n_updates)
+            env_steps += per_update
+            finished += [
+                {k: e[k] for k in ("jct_mean", "collisions_proposed", "episode_return_mean")}
+                for e in batch["episodes"]
+            ]
+            recent = finished[-8:]
+            row = {
+                "update": trainer.updates,
+                "env_steps": env_steps,
+                "agent_decisions": env_steps * per_step,
+                "wall_time": round(time.perf_counter() - t0, 3),
+                "episodes": len(finished),
+                "train_jct_mean": float(np.mean([e["jct_mean"] for e in recent]))
+                if recent
+                else None,
+                "train_return": float(np.mean([e["episode_return_mean"] for e in recent]))
+                if recent
+                else None,
+                "collisions_per_step": batch["collisions"] / per_update,
+                "reward_mean": float(batch["rewards"].mean()),
+                **batch.get("log", {}),
+                **stats,
+            }
+            metrics.append(row)
+            write_jsonl(run_dir / "metrics.jsonl", metrics)
+            logger.log(row)
+            console.update(row)
+            if trainer.updates % int(exp.checkpoint_every) == 0 or trainer.updates == n_updates:
+                save_checkpoint()
+    finally:
+        console.close()
+    console.say(
+        f"{label}: trained {trainer.updates} updates ({env_steps:,} env steps); evaluating on "
+        f"{len(exp.eval_seeds)} held-out seed(s)"
+    )
 
     # the trained actor alone (kilobytes, unlike the resumable checkpoint): what leaderboard
     # validation reloads to re-evaluate this entry
@@ -311,6 +454,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     }
     atomic_write_json(run_dir / "eval.json", record)
     logger.finish(record["summary"])
+    console.finish(record["summary"], len(exp.eval_seeds), int(exp.eval_episodes), run_dir)
     return record["summary"]
 
 
