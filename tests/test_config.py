@@ -155,6 +155,16 @@ BAD_CONFIGS = {
         ["algo=dqn_central", "algo.clip=0.3"],
         "algo=dqn_central does not use algo.clip",
     ),
+    "hyperparameter_of_one_swept_algo": (  # stops before the sweep's first job
+        ["-m", "algo=mappo,dqn_central", "algo.clip=0.3"],
+        "algo=dqn_central does not use algo.clip",
+    ),
+    "negative_log_every": (["experiment.log_every=-1"], "experiment.log_every"),
+    # the benchmark picks the algorithm, so this is caught after composition
+    "hyperparameter_the_benchmark_algo_ignores": (
+        ["+benchmark=rlpto", "algo.gnn_hidden=32"],
+        "algo=rlpto does not use algo.gnn_hidden",
+    ),
     "negative_budget": (["experiment.total_env_steps=-1"], "experiment.total_env_steps"),
     "bad_scenario_override": (["+env.overrides.arival_rate=1"], "arival_rate"),
     "out_of_range_value": (["algo.gamma=1.5"], "algo.gamma"),

@@ -148,12 +148,8 @@ def check_command_line(argv: list[str], conf_dir: str | Path) -> None:
     except HydraException:
         return
     groups = user_groups(conf_dir)
-    algo = _default_algo(conf_dir)
-    for o in overrides:  # the chosen algorithm, for the keys an error message lists
-        if o.key_or_group == "algo" and o.value_type == ValueType.ELEMENT and not o.is_delete():
-            algo = str(o.get_value_element_as_str())
-    if algo not in ALGO_PARAMS:
-        algo = None
+    chosen = _chosen_algos(overrides, conf_dir)
+    algo = chosen[0] if chosen and len(chosen) == 1 else None
     for o in overrides:
         key = o.key_or_group
         if key == "hydra" or key.startswith(("hydra.", "hydra/")) or o.is_delete():
@@ -183,6 +179,34 @@ def check_command_line(argv: list[str], conf_dir: str | Path) -> None:
         if "/" in key:
             continue  # a nested group of Hydra's or a plugin's
         _check_key(key, o.input_line or key, algo)
+    # a sweep fails here, before its first job, rather than in the jobs of one algorithm
+    algo_lines = [o.input_line for o in overrides if o.key_or_group.startswith("algo.")]
+    for name in chosen or []:
+        check_algo_overrides(name, algo_lines)
+
+
+def _chosen_algos(overrides: list[Any], conf_dir: Path) -> list[str] | None:
+    """The algorithms the command line trains (several in a sweep); None: not known here."""
+    from hydra.core.override_parser.types import Glob, ValueType
+
+    known = list(ALGO_PARAMS)
+    chosen: list[str] | None = None
+    for o in overrides:
+        if o.key_or_group != "algo" or o.is_delete() or o.package is not None:
+            continue
+        if o.value_type == ValueType.ELEMENT:
+            chosen = [str(o.get_value_element_as_str())]
+        elif isinstance(o.value(), Glob):
+            chosen = o.value().filter(group_options(conf_dir, "algo"))
+        elif o.value_type in (ValueType.CHOICE_SWEEP, ValueType.SIMPLE_CHOICE_SWEEP):
+            chosen = [str(v) for v in o.sweep_string_iterator()]
+        else:
+            return None
+    if chosen is None:
+        if any(o.key_or_group == "benchmark" for o in overrides):
+            return None  # a benchmark may pick the algorithm (conf/benchmark/rlpto.yaml)
+        chosen = [_default_algo(conf_dir) or ""]
+    return [a for a in chosen if a in known]
 
 
 def check_algo_overrides(algo: str, overrides: list[str]) -> None:
