@@ -88,7 +88,8 @@ def test_output_without_terminal_has_progress_lines_summary_and_run_dir(two_runs
     progress = re.findall(r"update (\d+)/6 .* steps/s .*train JCT .*collisions/step", out)
     assert progress == ["2", "4", "6"], out  # every experiment.log_every=2 updates
     summary = json.loads((run_dir / "eval.json").read_text())["summary"]
-    line = next(s for s in out.splitlines() if s.startswith("held-out evaluation"))
+    line = next(s for s in out.splitlines() if "held-out evaluation" in s)
+    assert line.startswith("mappo@edge10-v0 seed 0: held-out evaluation (1 seed x 1 episode")
     assert f"jct_mean {summary['jct_mean']:.2f}" in line, line
     assert f"run directory: {run_dir.resolve()}" in out.splitlines()
     assert out.index("held-out evaluation") < out.index("run directory:")
@@ -194,5 +195,7 @@ def test_default_interval_prints_a_readable_number_of_lines():
     out = stream.getvalue().splitlines()
     assert [line.split()[2] for line in out[:3]] == ["2/5", "4/5", "5/5"]
     assert "20 steps/s" in out[0] and "train JCT -" in out[0]
-    assert out[3] == "held-out evaluation (2 seeds x 1 episode, means): jct_mean 12.35  jobs_done 3"
+    assert out[3] == (
+        "x: held-out evaluation (2 seeds x 1 episode, means): jct_mean 12.35  jobs_done 3"
+    )
     assert out[4] == f"run directory: {Path('r').resolve()}"

@@ -170,5 +170,5 @@ class TrainingConsole:
     ) -> None:
         """Print the held-out evaluation summary and where the run's files are."""
         self.close()
-        self.say(summary_line(summary, seeds, episodes))
+        self.say(f"{self.label}: {summary_line(summary, seeds, episodes)}")
         self.say(f"run directory: {Path(run_dir).resolve()}")
