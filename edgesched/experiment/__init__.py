@@ -2,6 +2,8 @@
 
 ``run``, ``evaluate_run`` and ``evaluate_baseline`` live in :mod:`edgesched.experiment.runner`
 and are imported on first use, so importing the schemas stays light (no torch).
+:mod:`~edgesched.experiment.cli` checks ``train.py``'s command line and renders its
+``--help``; :mod:`~edgesched.experiment.console` is what a training run prints.
 """
 
 from __future__ import annotations
