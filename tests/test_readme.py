@@ -36,7 +36,9 @@ def test_quick_tour_runs():
 ROOT = README.parent
 _NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,])\d+\.\d+(?![\w.])")
 # version strings and the like are not measurements
-_NOT_A_FIGURE = re.compile(r"(?:Python|python|numpy|torch==|torch|pip|v|§|CC BY|Apache-)\s*\d+(?:\.\d+)+")
+_NOT_A_FIGURE = re.compile(
+    r"(?:Python|python|numpy|torch==|torch|pip|v|§|CC BY|Apache-)\s*\d+(?:\.\d+)+"
+)
 
 
 def _sections(text: str) -> list[tuple[str, str]]:
