@@ -146,23 +146,28 @@ def _central(name: str) -> _InvalidCount:
 STEPS = 128
 
 
-@pytest.mark.parametrize("name", scenario_params())
-def test_sb3_ppo_learns_on_the_central_view(name):
-    sb3 = pytest.importorskip("stable_baselines3")
-    env = _central(name)
-    n = STEPS
-    model = sb3.PPO(
+def _learn(algo: type, env: gym.Env):
+    """Train ``algo`` (an SB3 on-policy class) for STEPS head decisions with a tiny net."""
+    model = algo(
         "MlpPolicy",
         env,
-        n_steps=n // 2,
-        batch_size=n // 2,
+        n_steps=STEPS // 2,
+        batch_size=STEPS // 2,
         n_epochs=1,
         policy_kwargs={"net_arch": [16]},
         seed=0,
         device="cpu",
     )
-    model.learn(n)
-    assert model.num_timesteps == n
+    model.learn(STEPS)
+    assert model.num_timesteps == STEPS
+    return model
+
+
+@pytest.mark.parametrize("name", scenario_params())
+def test_sb3_ppo_learns_on_the_central_view(name):
+    sb3 = pytest.importorskip("stable_baselines3")
+    env = _central(name)
+    model = _learn(sb3.PPO, env)
     assert env.episodes, "no episode ended within the budget"
     assert env.episodes[0]["slots"] == 2
     # Monitor's own summary, under the key it owns (ours must not collide with it)
@@ -174,19 +179,7 @@ def test_sb3_ppo_learns_on_the_central_view(name):
 def test_sb3_contrib_maskable_ppo_respects_the_mask(name):
     sb3c = pytest.importorskip("sb3_contrib")
     env = _central(name)
-    n = STEPS
-    model = sb3c.MaskablePPO(
-        "MlpPolicy",
-        env,
-        n_steps=n // 2,
-        batch_size=n // 2,
-        n_epochs=1,
-        policy_kwargs={"net_arch": [16]},
-        seed=0,
-        device="cpu",
-    )
-    model.learn(n)
-    assert model.num_timesteps == n
+    _learn(sb3c.MaskablePPO, env)
     assert env.episodes
     assert env.invalid == 0, "MaskablePPO reads action_masks(): no action may be infeasible"
     assert all(m["invalid_actions"] == 0 for m in env.episodes)
