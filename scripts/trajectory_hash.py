@@ -1,0 +1,153 @@
+"""Trajectory hashes of the simulator: one SHA-256 per registered scenario and option variant.
+
+Each hash covers a fixed run of a lone simulator under a seeded random masked policy:
+observations, masks, global states, rewards, per-step counters, end flags, the graph view
+(every 25 steps), random ``resize`` calls (variants that ask for them) and the episode
+metrics of every finished episode. Two code versions with the same hashes produce the same
+trajectories bit for bit, which is how refactors of the simulator prove they change no
+dynamic (``tests/test_trajectory_hash.py`` compares against ``tests/fixtures``).
+
+Usage::
+
+    python scripts/trajectory_hash.py                 # print the hashes
+    python scripts/trajectory_hash.py --write FILE    # store them as JSON
+    python scripts/trajectory_hash.py --only edge10   # one scenario (and its variants)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+STEPS = 240
+"""Decision rounds per hashed run (several episodes on the short-episode variants)."""
+
+VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
+    "edge10+reject": ("edge10", {"collision_mode": "reject"}, False),
+    "edge10+shared-random": ("edge10", {"visibility": "shared", "conflict_rule": "random"}, False),
+    "edge10+shared-fit-reject": (
+        "edge10",
+        {"visibility": "shared", "conflict_rule": "fit", "collision_mode": "reject"},
+        False,
+    ),
+    "edge10+team-rewards": (
+        "edge10",
+        {"reward_mode": "team", "accuracy_gain_weight": 2.0, "resource_cost_weight": 0.5},
+        False,
+    ),
+    "edge10+aging": ("edge10", {"priority_aging_slots": 3, "arrival_rate": 0.6}, False),
+    "edge10+when-idle": ("edge10", {"advance": "when_idle"}, False),
+    "edge10+stragglers-mixed-sync": (
+        "edge10",
+        {"straggler_scale": 2.0, "sync_mix": (("ps", 0.5), ("allreduce", 0.5))},
+        False,
+    ),
+    "edge10+obs-delay": ("edge10", {"obs_delay": 2}, False),
+    "edge10+resize": ("edge10", {}, True),
+    "edge10+contention2": ("edge10", {"contention_exponent": 2.0, "arrival_rate": 0.6}, False),
+    "edge10+pending3": ("edge10", {"pending_slots": 3}, False),
+    "edge10+short-resize": ("edge10", {"max_steps": 40}, True),
+}
+"""Option variants beyond the registered scenarios: name -> (scenario, overrides, resize)."""
+
+
+def _feed(h: Any, x: Any) -> None:
+    if isinstance(x, np.ndarray):
+        h.update(str(x.dtype).encode() + str(x.shape).encode())
+        h.update(np.ascontiguousarray(x).tobytes())
+    elif isinstance(x, dict):
+        for k in sorted(x, key=str):
+            h.update(repr(k).encode())
+            _feed(h, x[k])
+    elif isinstance(x, list | tuple):
+        h.update(b"[")
+        for v in x:
+            _feed(h, v)
+        h.update(b"]")
+    elif isinstance(x, float | np.floating):
+        h.update(float(x).hex().encode() if np.isfinite(x) else repr(float(x)).encode())
+    elif isinstance(x, bool | np.bool_):
+        h.update(b"T" if x else b"F")
+    elif isinstance(x, int | np.integer):
+        h.update(str(int(x)).encode())
+    else:
+        h.update(repr(x).encode())
+
+
+def trajectory_hash(
+    scenario: str, overrides: dict[str, Any] | None = None, resize: bool = False, steps: int = STEPS
+) -> str:
+    """SHA-256 of a fixed random-policy run of ``scenario`` (see the module docstring)."""
+    from edgesched.envs import EdgeClusterSim, make_config
+
+    cfg = make_config(scenario, **(overrides or {}))
+    sim = EdgeClusterSim(cfg)
+    rng = np.random.default_rng(12345)
+    h = hashlib.sha256()
+    seed = 7
+    sim.reset(seed)
+    for i in range(steps):
+        _feed(h, [sim.obs, sim.mask, sim.state()])
+        if i % 25 == 0:
+            _feed(h, sim.graph())
+        if resize and cfg.alloc_mode == "scale":
+            running = np.sort(sim.running)
+            if len(running):
+                delta = rng.integers(-1, 2, size=len(running))
+                _feed(h, sim.resize(running, delta))
+        mask = sim.mask
+        act = (rng.random(mask.shape) * mask).argmax(axis=1)
+        # one agent in eight proposes any action: invalid ones are deferred and counted
+        wild = rng.random(len(act)) < 0.125
+        act = np.where(wild, rng.integers(0, mask.shape[1], size=len(act)), act)
+        rewards, info = sim.step(act)
+        _feed(h, [rewards, info, bool(sim.terminated), bool(sim.truncated)])
+        if sim.terminated or sim.truncated:
+            _feed(h, sim.episode_metrics())
+            seed += 1
+            sim.reset(seed)
+    _feed(h, sim.episode_metrics())  # the unfinished episode's metrics (right-censored)
+    return h.hexdigest()
+
+
+def all_cases() -> dict[str, tuple[str, dict[str, Any], bool]]:
+    """Every registered scenario (stock parameters) and every option variant."""
+    from edgesched.envs import list_scenarios
+
+    cases = {name: (name, {}, False) for name in list_scenarios()}
+    # short episodes of every scenario: resets and full episode metrics several times
+    cases.update({f"{name}+short": (name, {"max_steps": 60}, False) for name in list_scenarios()})
+    cases.update(VARIANTS)
+    return cases
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print (or write) the trajectory hashes; skips scenarios whose data is missing."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--write", type=Path, help="store the hashes in this JSON file")
+    p.add_argument("--only", help="only this scenario and its variants")
+    args = p.parse_args(argv)
+    import edgesched
+
+    out: dict[str, str] = {}
+    for case, (name, overrides, resize) in all_cases().items():
+        if args.only and name != args.only:
+            continue
+        if not all(r.available for r in edgesched.data_requirements(name)):
+            print(f"{case:32s} skipped (data missing)", file=sys.stderr)
+            continue
+        out[case] = trajectory_hash(name, overrides, resize)
+        print(f"{case:32s} {out[case]}", flush=True)
+    if args.write:
+        args.write.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
