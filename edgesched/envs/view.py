@@ -1,0 +1,501 @@
+"""A narrow, read-only view of the simulator for shields, heuristics and RLPTO (DESIGN).
+
+Modules outside :mod:`edgesched.envs` read the simulator only through :class:`ClusterView`:
+free capacity, queues, the allocation table, the action encoding, the per-job arrays RLPTO
+needs, and the one collision test (:func:`colliding_nodes`). Every array it hands out is a
+read-only numpy view of the simulator's current array or a fresh copy, so a consumer can
+never change simulator state through it; the only mutation it offers is
+:meth:`ClusterView.check_actions`, which counts invalid actions exactly as a step does.
+
+A view holds nothing but its simulator: every property reads the simulator's state at the
+time of the call, so one view stays valid across steps and resets.
+
+:class:`ObsLayout` names the blocks of an agent's observation (and :class:`CentralObsLayout`
+those of the central view's), so heuristics parse observations without computing offsets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+# the module, not its names: the simulator core may import this module at its top
+from . import core
+from .config import SimConfig
+from .topology import Cluster
+
+CAPACITY_EPS = 1e-9
+"""Capacity tolerance of the mask, the collision test and the shields' arbitration."""
+
+LINK_FEATURES = 3
+"""Per-target link features after the target's node features: link present, log10
+bandwidth / 2, latency / 100 ms."""
+
+
+def colliding_nodes(targets: np.ndarray, alloc: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """The collision test (DESIGN §3.3): nodes whose placements collide.
+
+    A node collides when it receives two or more placements whose joint allocation exceeds
+    its free capacity (plus :data:`CAPACITY_EPS`) in some resource.
+
+    Args:
+        targets: (M,) node of each placement.
+        alloc: (M, 3) allocation of each placement.
+        free: (N, 3) free capacity per node (may be negative under overload).
+
+    Returns:
+        (N,) bool, the colliding nodes.
+    """
+    n = len(free)
+    demand = np.zeros((n, 3))
+    np.add.at(demand, targets, alloc)
+    count = np.bincount(targets, minlength=n)
+    return (count >= 2) & (demand > free + CAPACITY_EPS).any(axis=1)
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    """A view of ``a`` that raises on writes (``a`` itself stays writeable)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+@dataclass(frozen=True)
+class ObsLayout:
+    """Where each block and field of one agent's observation lies.
+
+    An observation is: own node features (``node``), time of day (``time``: sin, cos), queue
+    length / 10 (``queue``), ``pending_slots`` job blocks of ``job_width`` features
+    (``jobs``), then ``num_targets`` target blocks of ``target_width`` features
+    (``targets``: the target's node features, then :data:`LINK_FEATURES` link features).
+
+    The ``node_*`` fields index within a node-features block (the own block or a target
+    block); the ``job_*`` fields index within one job block (the graph view's job features
+    share them).
+
+    Attributes:
+        node: own node features.
+        time: time-of-day features.
+        queue: index of the queue-length feature.
+        jobs: all pending-job blocks.
+        pending_slots: P, job blocks.
+        job_width: F, features per job block.
+        targets: all target blocks.
+        num_targets: K+1, target blocks.
+        target_width: features per target block.
+        node_free: free fraction (cpu, gpu, mem).
+        node_capacity: capacity / largest capacity (cpu, gpu, mem).
+        node_speed: speed / largest speed.
+        node_workers: running workers / 8.
+        node_queue: queue length / 10.
+        link: a target block's link features.
+        job_present: 1 for a job, 0 for an empty slot.
+        job_min_demand: minimum demand / largest capacity (cpu, gpu, mem).
+        job_workers: workers / 4.
+        job_size: log size / 20.
+        job_priority: priority one-hot.
+        job_model: model one-hot.
+        job_placed: placed workers / 4.
+        job_wait: waiting slots / 100.
+    """
+
+    node: slice
+    time: slice
+    queue: int
+    jobs: slice
+    pending_slots: int
+    job_width: int
+    targets: slice
+    num_targets: int
+    target_width: int
+    job_priority: slice
+    job_model: slice
+    job_placed: int
+    job_wait: int
+    link: slice
+    node_free: slice
+    node_capacity: slice
+    node_speed: int
+    node_workers: int
+    node_queue: int
+    job_present: int
+    job_min_demand: slice
+    job_workers: int
+    job_size: int
+
+    @staticmethod
+    @lru_cache(maxsize=64)
+    def build(
+        pending_slots: int, num_targets: int, job_width: int, num_priorities: int
+    ) -> ObsLayout:
+        """The layout for the given sizes (the simulator's public sizes or an ``EnvSpec``'s).
+
+        Args:
+            pending_slots: P.
+            num_targets: K+1.
+            job_width: features per job block (``job_features``).
+            num_priorities: priority classes (the model one-hot follows their one-hot).
+        """
+        nf = core.NODE_FEATURES
+        jobs0 = nf + 3
+        targets0 = jobs0 + pending_slots * job_width
+        width = nf + LINK_FEATURES
+        prio0 = 6
+        return ObsLayout(
+            node=slice(0, nf),
+            time=slice(nf, nf + 2),
+            queue=nf + 2,
+            jobs=slice(jobs0, targets0),
+            pending_slots=pending_slots,
+            job_width=job_width,
+            targets=slice(targets0, targets0 + num_targets * width),
+            num_targets=num_targets,
+            target_width=width,
+            job_priority=slice(prio0, prio0 + num_priorities),
+            job_model=slice(prio0 + num_priorities, job_width - 2),
+            job_placed=job_width - 2,
+            job_wait=job_width - 1,
+            link=slice(nf, nf + LINK_FEATURES),
+            # the node block as EdgeClusterSim._node_features fills it
+            node_free=slice(0, 3),
+            node_capacity=slice(3, 6),
+            node_speed=6,
+            node_workers=7,
+            node_queue=8,
+            # the job block as EdgeClusterSim._job_features fills it
+            job_present=0,
+            job_min_demand=slice(1, 4),
+            job_workers=4,
+            job_size=5,
+        )
+
+
+@dataclass(frozen=True)
+class CentralObsLayout:
+    """Where each block of the central view's observation lies.
+
+    The central observation is the current job's block (fields as in :class:`ObsLayout`),
+    then per node its node features and its log bandwidth to the job's home, then 3 extras.
+
+    Attributes:
+        job: the current job's features.
+        nodes: all node blocks.
+        node_width: features per node block (``NODE_FEATURES + 1``).
+        num_nodes: N.
+    """
+
+    job: slice
+    nodes: slice
+    node_width: int
+    num_nodes: int
+
+    @staticmethod
+    def build(job_width: int, num_nodes: int) -> CentralObsLayout:
+        """The layout for ``job_width`` job features and ``num_nodes`` nodes."""
+        width = core.NODE_FEATURES + 1
+        return CentralObsLayout(
+            job=slice(0, job_width),
+            nodes=slice(job_width, job_width + num_nodes * width),
+            node_width=width,
+            num_nodes=num_nodes,
+        )
+
+
+class ClusterView:
+    """Read-only access to one simulator's cluster, queues, jobs and actions.
+
+    Args:
+        sim: the simulator (:class:`~edgesched.envs.core.EdgeClusterSim` or a subclass).
+
+    Example:
+        >>> from edgesched.envs import EdgeClusterSim, make_config
+        >>> sim = EdgeClusterSim(make_config("edge10"))
+        >>> sim.reset(0)
+        >>> view = ClusterView(sim)
+        >>> view.free.shape
+        (10, 3)
+    """
+
+    __slots__ = ("_sim",)
+
+    def __init__(self, sim: Any) -> None:
+        self._sim = sim
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def num_agents(self) -> int:
+        """N, agents (= nodes)."""
+        return self._sim.num_agents
+
+    @property
+    def num_actions(self) -> int:
+        """Size of each agent's action space (0 = defer)."""
+        return self._sim.num_actions
+
+    @property
+    def num_levels(self) -> int:
+        """L, allocation levels."""
+        return self._sim.num_levels
+
+    @property
+    def k1(self) -> int:
+        """K+1, placement targets per agent (itself first)."""
+        return self._sim.k1
+
+    @property
+    def pending_slots(self) -> int:
+        """P, pending jobs an agent may choose among."""
+        return self._sim.pending_slots
+
+    @property
+    def num_jobs(self) -> int:
+        """Jobs of the current episode's workload (arrived or not)."""
+        return self._sim.num_jobs
+
+    @property
+    def num_priorities(self) -> int:
+        """Priority classes."""
+        return self._sim.num_priorities
+
+    @property
+    def num_models(self) -> int:
+        """Models in the scenario's catalog."""
+        return self._sim.num_models
+
+    @property
+    def job_features(self) -> int:
+        """F, features per pending job in an observation."""
+        return self._sim.job_features
+
+    @property
+    def max_workers(self) -> int:
+        """Worker columns of the per-worker arrays (the episode's largest gang)."""
+        return self._sim.w_node.shape[1]
+
+    # ------------------------------------------------------------------ cluster and load
+    @property
+    def config(self) -> SimConfig:
+        """The scenario's parameters (immutable)."""
+        return self._sim.cfg
+
+    @property
+    def cluster(self) -> Cluster:
+        """The static cluster (topology, capacities, regions); never changes in an episode."""
+        return self._sim.cluster
+
+    @property
+    def clock(self) -> int:
+        """The current slot."""
+        return self._sim.t
+
+    @property
+    def capacity(self) -> np.ndarray:
+        """(N, 3) capacity per node (cpu cores, GPUs, memory GiB), read-only."""
+        return _readonly(self._sim.capacity)
+
+    @property
+    def used(self) -> np.ndarray:
+        """(N, 3) allocated resources per node, read-only (may exceed capacity)."""
+        return _readonly(self._sim.used)
+
+    @property
+    def free(self) -> np.ndarray:
+        """(N, 3) ``capacity - used``, a fresh array (negative under overload)."""
+        return self._sim.capacity - self._sim.used
+
+    @property
+    def inv_capacity(self) -> np.ndarray:
+        """(N, 3) ``1 / capacity``, 0 where the capacity is 0; read-only."""
+        return _readonly(self._sim._inv_cap)
+
+    @property
+    def neighbors(self) -> np.ndarray:
+        """(N, K+1) placement targets of each agent, itself first, -1 where absent."""
+        return _readonly(self._sim.cluster.neighbors)
+
+    @property
+    def regions(self) -> np.ndarray:
+        """(N,) region id of each node, read-only."""
+        return _readonly(self._sim.cluster.region)
+
+    @property
+    def num_regions(self) -> int:
+        """Number of regions."""
+        return self._sim.cluster.num_regions
+
+    @property
+    def boundary(self) -> np.ndarray:
+        """(N,) whether agents of two or more regions can target the node, read-only."""
+        return _readonly(self._sim.cluster.boundary)
+
+    def occupied_share(self) -> float:
+        """Allocated share of the cluster's CPUs and GPUs (RLPTO's "resources occupied")."""
+        return self._sim.occupied_share()
+
+    # ------------------------------------------------------------------ queues
+    @property
+    def pending(self) -> np.ndarray:
+        """(N, P) job id in each agent's pending slots, -1 where empty; read-only."""
+        return _readonly(self._sim.head)
+
+    @property
+    def queue_lengths(self) -> np.ndarray:
+        """(N,) queued jobs per agent, read-only."""
+        return _readonly(self._sim.qlen)
+
+    def queued_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """All queue entries as (agent, job) arrays, each agent's in priority order."""
+        agents, jobs = self._sim.queued_pairs()
+        return _readonly(agents), _readonly(jobs)
+
+    # ------------------------------------------------------------------ jobs
+    def alloc(self, jobs: np.ndarray, levels: np.ndarray) -> np.ndarray:
+        """Allocation of ``jobs`` at ``levels`` (broadcast together), (..., 3), fresh.
+
+        Args:
+            jobs: job ids (any shape; -1 indexes the last job: mask such entries out).
+            levels: allocation levels, broadcastable with ``jobs``.
+        """
+        return self._sim.j_alloc[jobs, levels]
+
+    @property
+    def alloc_table(self) -> np.ndarray:
+        """(J, L, 3) allocation of every job at every level, read-only."""
+        return _readonly(self._sim.j_alloc)
+
+    @property
+    def job_arrival(self) -> np.ndarray:
+        """(J,) arrival slot of each job (ids are in arrival order), read-only."""
+        return _readonly(self._sim.j_arrival)
+
+    @property
+    def job_priority(self) -> np.ndarray:
+        """(J,) priority class of each job (0 first), read-only."""
+        return _readonly(self._sim.j_prio)
+
+    @property
+    def job_workers(self) -> np.ndarray:
+        """(J,) workers (gang size) of each job, read-only."""
+        return _readonly(self._sim.j_workers)
+
+    @property
+    def job_x90(self) -> np.ndarray:
+        """(J,) samples to 90% quality of each job (its size), read-only."""
+        return _readonly(self._sim.j_x90)
+
+    @property
+    def job_max_samples(self) -> np.ndarray:
+        """(J,) sample budget of each job (its epoch limit), read-only."""
+        return _readonly(self._sim.j_max_samples)
+
+    @property
+    def job_status(self) -> np.ndarray:
+        """(J,) status code of each job (``core.NOT_ARRIVED .. DONE``), read-only."""
+        return _readonly(self._sim.status)
+
+    @property
+    def queued(self) -> np.ndarray:
+        """(J,) bool, jobs waiting in a queue (status ``QUEUED``); fresh."""
+        return self._sim.status == core.QUEUED
+
+    @property
+    def running(self) -> np.ndarray:
+        """Ids of the running jobs, in start order; read-only."""
+        return _readonly(self._sim.running)
+
+    @property
+    def job_quality(self) -> np.ndarray:
+        """(J,) normalized model quality of each job, read-only."""
+        return _readonly(self._sim.quality)
+
+    @property
+    def job_progress(self) -> np.ndarray:
+        """(J,) training progress of each job (samples; TapFinger: fraction), read-only."""
+        return _readonly(self._sim.progress)
+
+    @property
+    def job_start_slot(self) -> np.ndarray:
+        """(J,) slot each job started running (-1: not yet), read-only."""
+        return _readonly(self._sim.start_slot)
+
+    @property
+    def worker_nodes(self) -> np.ndarray:
+        """(J, W) node of each job's workers (-1: not placed or no such worker), read-only."""
+        return _readonly(self._sim.w_node)
+
+    @property
+    def worker_alloc(self) -> np.ndarray:
+        """(J, W, 3) allocation of each job's workers, read-only."""
+        return _readonly(self._sim.w_alloc)
+
+    @property
+    def worker_levels(self) -> np.ndarray:
+        """(J, W) allocation level of each job's workers, read-only."""
+        return _readonly(self._sim.w_level)
+
+    def episode_key(self) -> int:
+        """A key of the current episode: it changes at every reset.
+
+        It is the identity of the episode's arrival array, which :meth:`reset` replaces
+        while the previous one is still alive, so the key of an episode always differs from
+        the previous episode's and from every other live episode's. Like any ``id`` it may
+        recur once an episode's workload has been freed: compare it only with the key last
+        seen for the same simulator.
+        """
+        return id(self._sim.j_arrival)
+
+    # ------------------------------------------------------------------ actions
+    @property
+    def mask(self) -> np.ndarray:
+        """(N, A) feasible actions of every agent, read-only."""
+        return _readonly(self._sim.mask)
+
+    def decode(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Split placement actions (> 0) into (pending slot, target index, level)."""
+        return self._sim.decode(actions)
+
+    def encode(self, slot: np.ndarray, k: np.ndarray, level: np.ndarray) -> np.ndarray:
+        """Inverse of :meth:`decode`."""
+        return self._sim.encode(slot, k, level)
+
+    def check_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Validate one action per agent by the rules of a step, without stepping.
+
+        Under ``invalid_action='raise'`` an invalid action raises and nothing changes; under
+        ``'defer'`` invalid actions become 0, are counted in the episode's
+        ``invalid_actions`` (as a step would count them) and are marked in
+        :attr:`invalid_mask`.
+
+        Args:
+            actions: (N,) integer actions.
+
+        Returns:
+            (N,) the actions with the invalid ones deferred.
+
+        Raises:
+            InvalidActionError: wrong shape or dtype, or an invalid action under ``'raise'``.
+        """
+        sim = self._sim
+        sim.invalid_mask = None  # only set by the check when an action is invalid
+        return sim._checked_actions(actions)
+
+    @property
+    def invalid_mask(self) -> np.ndarray | None:
+        """(N,) bool, agents whose action the last check or step deferred; ``None``: none."""
+        bad = self._sim.invalid_mask
+        return None if bad is None else _readonly(bad)
+
+    # ------------------------------------------------------------------ collisions
+    def colliding_nodes(self, targets: np.ndarray, alloc: np.ndarray) -> np.ndarray:
+        """:func:`colliding_nodes` against the current free capacity."""
+        return colliding_nodes(targets, alloc, self.free)
+
+    # ------------------------------------------------------------------ observations
+    @property
+    def obs_layout(self) -> ObsLayout:
+        """Where each block and field of an agent's observation lies."""
+        sim = self._sim
+        return ObsLayout.build(sim.pending_slots, sim.k1, sim.job_features, sim.num_priorities)
