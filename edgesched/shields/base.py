@@ -18,6 +18,10 @@ alike:
 The preference of an agent over its actions is a score per action (higher first): the
 policy's probabilities for learned schedulers, or :func:`default_preferences` (a
 least-loaded ranking that keeps the proposal first) for policies that give none.
+
+Shields read the simulator only through its read-only
+:class:`~edgesched.envs.view.ClusterView`, and test collisions with the simulator's own
+:func:`~edgesched.envs.view.colliding_nodes`.
 """
 
 from __future__ import annotations
@@ -28,8 +32,21 @@ from typing import Any
 
 import numpy as np
 
-EPS = 1e-9
+from edgesched.envs.view import CAPACITY_EPS, ClusterView, colliding_nodes
+
+EPS = CAPACITY_EPS
 """Capacity tolerance; the simulator's mask and collision check use the same."""
+
+__all__ = [
+    "EPS",
+    "Shield",
+    "ShieldResult",
+    "ShieldStats",
+    "arbitrate",
+    "choose_alternatives",
+    "colliding_nodes",
+    "default_preferences",
+]
 
 
 @dataclass
@@ -121,17 +138,22 @@ class Shield(ABC):
 
     Args:
         sim: the simulator (:class:`edgesched.envs.core.EdgeClusterSim`) whose decisions it
-            shields; its current load, queues and masks are read at every call.
+            shields; its current load, queues and masks are read at every call, through
+            :attr:`view`.
+
+    Attributes:
+        sim: the simulator.
+        view: its read-only :class:`~edgesched.envs.view.ClusterView`.
     """
 
     name: str = "shield"
 
     def __init__(self, sim: Any) -> None:
         self.sim = sim
-        n_act = sim.num_actions
-        idx = np.arange(1, n_act)
-        self._slot, self._k, self._lvl = sim.decode(idx)
-        self._lat = sim.cluster.pair_lat
+        self.view = ClusterView(sim)
+        idx = np.arange(1, self.view.num_actions)
+        self._slot, self._k, self._lvl = self.view.decode(idx)
+        self._lat = self.view.cluster.pair_lat
 
     @abstractmethod
     def shield(self, actions: np.ndarray, prefs: np.ndarray | None = None) -> ShieldResult:
@@ -151,34 +173,34 @@ class Shield(ABC):
     def _prepare(
         self, actions: np.ndarray, prefs: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray, int]:
-        sim = self.sim
+        view = self.view
         a = np.asarray(actions)
-        if a.shape != (sim.num_agents,) or a.dtype.kind not in "iu":
+        if a.shape != (view.num_agents,) or a.dtype.kind not in "iu":
             raise ValueError(
-                f"actions must be an integer array of shape ({sim.num_agents},); got shape "
+                f"actions must be an integer array of shape ({view.num_agents},); got shape "
                 f"{a.shape} dtype {a.dtype}"
             )
-        ok = (a >= 0) & (a < sim.num_actions)
-        ok[ok] = sim.mask[np.flatnonzero(ok), a[ok]]
+        ok = (a >= 0) & (a < view.num_actions)
+        ok[ok] = view.mask[np.flatnonzero(ok), a[ok]]
         invalid = int((~ok).sum())
         a = np.where(ok, a, 0).astype(np.int64)
         if prefs is None:
-            prefs = default_preferences(sim, a)
+            prefs = default_preferences(view, a)
         else:
             prefs = np.asarray(prefs, dtype=np.float64)
-            if prefs.shape != (sim.num_agents, sim.num_actions):
+            if prefs.shape != (view.num_agents, view.num_actions):
                 raise ValueError(
-                    f"prefs must have shape ({sim.num_agents}, {sim.num_actions}); got "
+                    f"prefs must have shape ({view.num_agents}, {view.num_actions}); got "
                     f"{prefs.shape}"
                 )
         return a, prefs, invalid
 
     def proposals(self, agents: np.ndarray, acts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Targets and allocations of placements ``acts`` (> 0) of ``agents``."""
-        sim = self.sim
-        slot, k, level = sim.decode(acts)
-        jobs = sim.head[agents, slot]
-        return sim.cluster.neighbors[agents, k], sim.j_alloc[jobs, level]
+        view = self.view
+        slot, k, level = view.decode(acts)
+        jobs = view.pending[agents, slot]
+        return view.neighbors[agents, k], view.alloc(jobs, level)
 
     def alternatives(
         self,
@@ -190,17 +212,8 @@ class Shield(ABC):
     ) -> np.ndarray:
         """Each agent's best untried action that fits ``room`` (0 = defer), see module doc."""
         return choose_alternatives(
-            self.sim, agents, prefs, tried, room, self._slot, self._k, self._lvl, node_ok
+            self.view, agents, prefs, tried, room, self._slot, self._k, self._lvl, node_ok
         )
-
-
-def colliding_nodes(targets: np.ndarray, alloc: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """Bool (N,): nodes with >= 2 placements whose joint allocation exceeds ``free``."""
-    n = len(free)
-    demand = np.zeros((n, 3))
-    np.add.at(demand, targets, alloc)
-    count = np.bincount(targets, minlength=n)
-    return (count >= 2) & (demand > free + EPS).any(axis=1)
 
 
 def arbitrate(
@@ -254,7 +267,8 @@ def choose_alternatives(
     """Next action in preference order per agent among feasible, untried, fitting ones.
 
     Args:
-        sim: the simulator (queues, allocation table, masks).
+        sim: the simulator or its :class:`~edgesched.envs.view.ClusterView` (queues,
+            allocation table, masks).
         agents: (M,) agents to re-plan.
         prefs: (N, A) preference scores.
         tried: (N, A) actions already denied this round.
@@ -269,12 +283,13 @@ def choose_alternatives(
     """
     if len(agents) == 0:
         return np.zeros(0, np.int64)
-    jobs = sim.head[agents][:, slot_of]
-    tgt = sim.cluster.neighbors[agents][:, k_of]
+    view = _as_view(sim)
+    jobs = view.pending[agents][:, slot_of]
+    tgt = view.neighbors[agents][:, k_of]
     tsafe = np.where(tgt >= 0, tgt, 0)
     # an empty slot (job -1) indexes some real job's row; the mask rules those actions out
-    alloc = sim.j_alloc[jobs, lvl_of]
-    fits = (alloc <= room[tsafe] + EPS).all(-1) & sim.mask[agents, 1:] & ~tried[agents, 1:]
+    alloc = view.alloc(jobs, lvl_of)
+    fits = (alloc <= room[tsafe] + EPS).all(-1) & view.mask[agents, 1:] & ~tried[agents, 1:]
     if node_ok is not None:
         fits &= node_ok[tsafe]
     score = np.where(fits, prefs[agents, 1:], -np.inf)
@@ -290,20 +305,33 @@ def default_preferences(sim: Any, proposed: np.ndarray) -> np.ndarray:
     The proposal ranks first; then placements of the same task at the same level, by the
     target's free capacity (mean free fraction over resources); then other placements by the
     same measure; deferring ranks last. Infeasible actions get ``-inf``.
+
+    Args:
+        sim: the simulator or its :class:`~edgesched.envs.view.ClusterView`.
+        proposed: (N,) the proposed (valid) actions.
+
+    Returns:
+        (N, A) preference scores.
     """
-    n, na = sim.num_agents, sim.num_actions
-    slot, k, lvl = sim.decode(np.arange(1, na))
-    free_frac = ((sim.capacity - sim.used) * sim._inv_cap).mean(axis=1)
-    tgt = sim.cluster.neighbors[:, k]  # (N, A-1)
+    view = _as_view(sim)
+    n, na = view.num_agents, view.num_actions
+    slot, k, lvl = view.decode(np.arange(1, na))
+    free_frac = (view.free * view.inv_capacity).mean(axis=1)
+    tgt = view.neighbors[:, k]  # (N, A-1)
     ff = free_frac[np.where(tgt >= 0, tgt, 0)]
     prefs = np.empty((n, na))
     prefs[:, 0] = 0.0
     prefs[:, 1:] = 1.0 + np.clip(ff, 0.0, 1.0)
     placing = proposed > 0
-    p_slot, _, p_lvl = sim.decode(np.where(placing, proposed, 1))
+    p_slot, _, p_lvl = view.decode(np.where(placing, proposed, 1))
     same = (slot[None, :] == p_slot[:, None]) & (lvl[None, :] == p_lvl[:, None]) & placing[:, None]
     prefs[:, 1:] += same
     prefs[np.arange(n), proposed] = 10.0
-    prefs[~sim.mask] = -np.inf
+    prefs[~view.mask] = -np.inf
     prefs[:, 0] = np.where(placing, 0.0, 10.0)
     return prefs
+
+
+def _as_view(sim: Any) -> ClusterView:
+    """``sim`` itself when it is a view already, else a view of it."""
+    return sim if isinstance(sim, ClusterView) else ClusterView(sim)

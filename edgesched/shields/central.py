@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Shield, ShieldResult, arbitrate, colliding_nodes
+from .base import Shield, ShieldResult, arbitrate
 
 
 class CentralShield(Shield):
@@ -40,16 +40,16 @@ class CentralShield(Shield):
 
     def shield(self, actions: np.ndarray, prefs: np.ndarray | None = None) -> ShieldResult:
         """See :meth:`Shield.shield`."""
-        sim = self.sim
+        view = self.view
         # validation and default preferences are the agents' side, as for regional shields
         proposed, prefs, invalid = self._prepare(actions, prefs)
         t0 = time.perf_counter()
         act = proposed.copy()
         agents = np.flatnonzero(act > 0)
         targets, alloc = self.proposals(agents, act[agents])
-        room = sim.capacity - sim.used
-        coll = colliding_nodes(targets, alloc, room)
-        cagents = np.zeros(sim.num_agents, bool)
+        room = view.free
+        coll = view.colliding_nodes(targets, alloc)
+        cagents = np.zeros(view.num_agents, bool)
         n_coll = int(coll.sum())
         if n_coll:
             cagents[agents[coll[targets]]] = True
@@ -57,7 +57,7 @@ class CentralShield(Shield):
             tried = np.zeros(prefs.shape, bool)
             # each pass removes at least one action per denied agent, so this bound is never
             # reached in practice; it only guards against an infinite loop
-            for _ in range(sim.num_actions + 1):
+            for _ in range(view.num_actions + 1):
                 admitted = arbitrate(targets, alloc, prefs[agents, act[agents]], room)
                 np.subtract.at(room, targets[admitted], alloc[admitted])
                 denied = agents[~admitted]

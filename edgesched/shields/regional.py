@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .base import Shield, ShieldResult, arbitrate, colliding_nodes
+from edgesched.envs.view import colliding_nodes
+
+from .base import Shield, ShieldResult, arbitrate
 
 BOUNDARY_MODES = ("optimistic", "conservative")
 
@@ -69,25 +71,24 @@ class RegionalShield(Shield):
             raise ValueError(f"boundary must be one of {BOUNDARY_MODES}; got {boundary!r}")
         self.rounds = int(rounds)
         self.boundary = boundary
-        c = sim.cluster
-        self.region = c.region
-        self.num_regions = c.num_regions
-        members = [np.flatnonzero(c.region == r) for r in range(self.num_regions)]
+        region = self.view.regions
+        self.region = region
+        self.num_regions = self.view.num_regions
+        members = [np.flatnonzero(region == r) for r in range(self.num_regions)]
         self.host = np.array(
             [m[np.argmin(self._lat[np.ix_(m, m)].max(axis=1))] for m in members], dtype=np.int64
         )
-        self._own = [c.region == r for r in range(self.num_regions)]
-        self._rtt_agent = 2.0 * self._lat[np.arange(sim.num_agents), self.host[c.region]]
+        self._own = [region == r for r in range(self.num_regions)]
+        self._rtt_agent = 2.0 * self._lat[np.arange(self.view.num_agents), self.host[region]]
         self._rtt_shield = 2.0 * self._lat[np.ix_(self.host, self.host)]
 
     # ------------------------------------------------------------------ protocol
     def shield(self, actions: np.ndarray, prefs: np.ndarray | None = None) -> ShieldResult:
         """See :meth:`Shield.shield` and the class docstring."""
-        sim = self.sim
         n_reg = self.num_regions
         proposed, prefs, invalid = self._prepare(actions, prefs)
         act = proposed.copy()
-        free = sim.capacity - sim.used
+        free = self.view.free
         room = free.copy()  # row v is only ever written by the shield owning v
         view: dict[int, np.ndarray] = {}  # region -> its view of foreign nodes (lazy copy)
         tried = np.zeros(prefs.shape, bool)
@@ -164,7 +165,7 @@ class RegionalShield(Shield):
         residual = int(colliding_nodes(out_t, out_a, free).sum())
         p_t, p_a = self.proposals(proposers, proposed[proposers])
         coll = colliding_nodes(p_t, p_a, free)
-        cagents = np.zeros(sim.num_agents, bool)
+        cagents = np.zeros(self.view.num_agents, bool)
         cagents[proposers[coll[p_t]]] = True
         return ShieldResult(
             actions=act,
@@ -212,7 +213,7 @@ class RegionalShield(Shield):
             else:
                 local = agents
             # claims inside the region: arbitrated exactly until settled
-            for _ in range(self.sim.num_actions + 1):
+            for _ in range(self.view.num_actions + 1):
                 if not len(local):
                     break
                 t_l, a_l = self.proposals(local, act[local])

@@ -70,10 +70,10 @@ class ShieldedParallelEnv(BaseParallelWrapper):
 
     def set_preferences(self, prefs: np.ndarray | dict[str, np.ndarray]) -> None:
         """Preference scores (higher first) for the next step: (N, A) array or per agent."""
-        sim = self.env.unwrapped.sim
+        view = self.shield.view
         if isinstance(prefs, dict):
             prefs = np.stack([np.asarray(prefs[a], float) for a in self.possible_agents])
-        self._prefs = np.asarray(prefs, float).reshape(sim.num_agents, sim.num_actions)
+        self._prefs = np.asarray(prefs, float).reshape(view.num_agents, view.num_actions)
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
         """Reset the environment and the shield's episode statistics."""
@@ -91,12 +91,11 @@ class ShieldedParallelEnv(BaseParallelWrapper):
         env = self.env.unwrapped
         if not self.env.agents or set(actions) != set(self.env.agents):
             return self.env.step(actions)  # let the environment raise its own error
-        sim = env.sim
+        view = self.shield.view
         # the environment's own checks, before the shield could turn an invalid proposal
         # into a defer unseen: strict mode raises with nothing changed, defer mode counts
-        sim.invalid_mask = None
-        proposals = sim._checked_actions(env._action_array(actions))
-        bad = sim.invalid_mask
+        proposals = view.check_actions(env._action_array(actions))
+        bad = view.invalid_mask
         res = self.shield(proposals, self._prefs)
         self._prefs = None
         self.stats.add(res)
