@@ -52,6 +52,7 @@ import torch
 from torch import nn
 
 from edgesched.envs.core import EdgeClusterSim
+from edgesched.envs.view import ClusterView
 from edgesched.policy import EnvSpec
 
 from ..common import (
@@ -141,8 +142,9 @@ class RLPTOTrainer:
     def _arrivals(self, sim: EdgeClusterSim, upto: int | None = None) -> np.ndarray:
         """Arrivals per window of the episode's arrival phase (windows ending before upto)."""
         w = self.window
-        n_win = max(sim.cfg.arrival_slots // w, 1)
-        a = sim.j_arrival
+        view = ClusterView(sim)
+        n_win = max(view.config.arrival_slots // w, 1)
+        a = view.job_arrival
         if upto is not None:
             a = a[a < (upto // w) * w]
         counts = np.bincount(np.minimum(a // w, n_win - 1), minlength=n_win)[:n_win]
@@ -187,14 +189,15 @@ class RLPTOTrainer:
         uses windows ``< k`` only), so one call per episode yields every window's forecast;
         it is memoized per episode and fit.
         """
-        if sim.t >= sim.cfg.arrival_slots:
+        view = ClusterView(sim)
+        if view.clock >= view.config.arrival_slots:
             return 0.0  # arrivals are over for this episode
-        key = (id(sim.j_arrival), self._fits)
+        key = (view.episode_key(), self._fits)
         memo = self._fc_memo.get(id(sim))
         if memo is None or memo[0] != key:
             memo = (key, self._episode_forecasts(sim))
             self._fc_memo[id(sim)] = memo
-        return float(memo[1][min(sim.t // self.window, len(memo[1]) - 1)])
+        return float(memo[1][min(view.clock // self.window, len(memo[1]) - 1)])
 
     def _episode_forecasts(self, sim: EdgeClusterSim) -> np.ndarray:
         """Normalized forecasts of every arrival window of the episode (causal)."""
@@ -219,18 +222,20 @@ class RLPTOTrainer:
         gain over the last slot, whatever the number of decision rounds per slot.
         """
         key = id(sim)
-        ep = id(sim.j_arrival)
+        view = ClusterView(sim)
+        ep, t, quality = view.episode_key(), view.clock, view.job_quality
         snap = self._q_snap.get(key)
         if snap is None or snap[0] != ep:
-            snap = (ep, sim.t, sim.quality.copy(), np.zeros_like(sim.quality))
-        elif snap[1] != sim.t:
-            snap = (ep, sim.t, sim.quality.copy(), snap[2])
+            snap = (ep, t, quality.copy(), np.zeros_like(quality))
+        elif snap[1] != t:
+            snap = (ep, t, quality.copy(), snap[2])
         self._q_snap[key] = snap
         return snap[3]
 
     def _jobs(self, sim: EdgeClusterSim, prev_q: np.ndarray, forecast: float):
         """Running jobs, their features (J, D), action masks (J, 3) and rule shrinks (J,)."""
-        jobs = sim.running
+        view = ClusterView(sim)
+        jobs = view.running
         nj = len(jobs)
         feats = np.zeros((nj, self.job_dim), np.float32)
         mask = np.zeros((nj, 3), bool)
@@ -238,46 +243,46 @@ class RLPTOTrainer:
         rule = np.zeros(nj, bool)
         if nj == 0:
             return jobs, feats, mask, rule
-        w = sim.j_workers[jobs]
-        wmax = sim.w_level.shape[1]
+        w = view.job_workers[jobs]
+        wmax = view.max_workers
         valid = np.arange(wmax)[None, :] < w[:, None]
-        nodes = np.where(valid, sim.w_node[jobs], 0)
-        lv = np.where(valid, sim.w_level[jobs], 0)
-        top = sim.num_levels - 1
-        cap = sim.capacity
-        free = np.clip((cap - sim.used) / np.maximum(cap, 1e-9), 0.0, 1.0)
+        nodes = np.where(valid, view.worker_nodes[jobs], 0)
+        lv = np.where(valid, view.worker_levels[jobs], 0)
+        top = view.num_levels - 1
+        cap = view.capacity
+        free = np.clip(view.free / np.maximum(cap, 1e-9), 0.0, 1.0)
         node_free = (free[nodes] * valid[..., None]).sum(1) / w[:, None]
-        quality = sim.quality[jobs]
+        quality = view.job_quality[jobs]
         gain = quality - prev_q[jobs]
-        queued = sim.status == 1
-        per_prio = np.bincount(sim.j_prio[queued], minlength=self.num_prio) / sim.num_agents
-        feats[np.arange(nj), sim.j_prio[jobs]] = 1.0
+        queued = view.queued
+        per_prio = np.bincount(view.job_priority[queued], minlength=self.num_prio) / view.num_agents
+        feats[np.arange(nj), view.job_priority[jobs]] = 1.0
         o = self.num_prio
         feats[:, o] = w / 4.0
         feats[:, o + 1] = lv.sum(1) / w / max(top, 1)
         feats[:, o + 2] = quality
         feats[:, o + 3] = np.clip(gain * 10.0, -1.0, 1.0)
         feats[:, o + 4] = np.clip(
-            sim.progress[jobs] / np.maximum(sim.j_max_samples[jobs], 1e-9), 0, 1
+            view.job_progress[jobs] / np.maximum(view.job_max_samples[jobs], 1e-9), 0, 1
         )
         feats[:, o + 5 : o + 7] = node_free[:, :2]
-        tot_free = 1.0 - sim.used[:, :2].sum(0) / np.maximum(cap[:, :2].sum(0), 1e-9)
+        tot_free = 1.0 - view.used[:, :2].sum(0) / np.maximum(cap[:, :2].sum(0), 1e-9)
         feats[:, o + 7 : o + 9] = tot_free
         feats[:, o + 9 : o + 9 + self.num_prio] = per_prio
         feats[:, o + 9 + self.num_prio] = forecast
-        feats[:, o + 10 + self.num_prio] = len(jobs) / sim.num_agents
-        feats[:, o + 11 + self.num_prio] = sim.t / max(sim.cfg.max_slots, 1)
-        if sim.cfg.alloc_mode == "scale" and top > 0:
+        feats[:, o + 10 + self.num_prio] = len(jobs) / view.num_agents
+        feats[:, o + 11 + self.num_prio] = view.clock / max(view.config.max_slots, 1)
+        if view.config.alloc_mode == "scale" and top > 0:
             mask[:, SHRINK] = (lv * valid).max(1) > 0
             nxt = np.minimum(lv + 1, top)
-            add = sim.j_alloc[jobs[:, None], nxt] - sim.w_alloc[jobs][:, :wmax]
+            add = view.alloc(jobs[:, None], nxt) - view.worker_alloc[jobs][:, :wmax]
             add = add * valid[..., None]
-            need = np.zeros((nj, sim.num_agents, 3))
+            need = np.zeros((nj, view.num_agents, 3))
             for k in range(wmax):
                 np.add.at(need, (np.arange(nj), nodes[:, k]), add[:, k])
-            fits = (need <= (cap - sim.used)[None] + 1e-9).all(axis=(1, 2))
+            fits = (need <= view.free[None] + 1e-9).all(axis=(1, 2))
             mask[:, GROW] = (np.where(valid, lv, top).min(1) < top) & fits
-            pace = quality / np.maximum(sim.t - sim.start_slot[jobs], 1)
+            pace = quality / np.maximum(view.clock - view.job_start_slot[jobs], 1)
             rule = mask[:, SHRINK] & (gain < float(self.cfg.shrink_gain) * pace) & (quality > 0.5)
         return jobs, feats, mask, rule
 
@@ -286,12 +291,13 @@ class RLPTOTrainer:
 
     def _reward(self, sim: EdgeClusterSim, env_reward: np.ndarray, gain: float) -> float:
         """RLPTO's cluster reward of the slot just run (see the module docs)."""
-        in_system = -float(env_reward.sum()) if sim.cfg.reward_mode == "local" else 0.0
-        if sim.cfg.reward_mode == "team":
-            in_system = -float(env_reward.mean()) * sim.num_agents
+        view = ClusterView(sim)
+        in_system = -float(env_reward.sum()) if view.config.reward_mode == "local" else 0.0
+        if view.config.reward_mode == "team":
+            in_system = -float(env_reward.mean()) * view.num_agents
         return (
-            -in_system / sim.num_agents
-            - float(self.cfg.resource_weight) * sim.occupied_share()
+            -in_system / view.num_agents
+            - float(self.cfg.resource_weight) * view.occupied_share()
             + float(self.cfg.accuracy_weight) * gain
         )
 
@@ -360,14 +366,15 @@ class RLPTOTrainer:
             state_b[t], fc_b[t] = state, fc
             val_b[t] = self._value(state, fc)
             placements = np.stack([self.placer.act(s.obs, s.mask, None) for s in vec.sims])
-            before = [(s.running.copy(), float(s.quality[s.running].sum())) for s in vec.sims]
+            views = [ClusterView(s) for s in vec.sims]
+            before = [(v.running.copy(), float(v.job_quality[v.running].sum())) for v in views]
             res = vec.step(placements)
             for i, sim in enumerate(vec.sims):
                 gain = 0.0
                 if not (res["terminated"][i] or res["truncated"][i]):
                     # quality gained this slot by the jobs that ran (completions included)
                     was, q0 = before[i]
-                    gain = max(float(sim.quality[was].sum()) - q0, 0.0)
+                    gain = max(float(views[i].job_quality[was].sum()) - q0, 0.0)
                 r = self._reward(sim, res["rewards"][i], gain)
                 if i in res["final_state"]:
                     r += gamma * float(self._value(res["final_state"][i][None], fc[i : i + 1])[0])
@@ -405,7 +412,7 @@ class RLPTOTrainer:
 
     def _track_episode(self, key: int, sim: EdgeClusterSim) -> None:
         """When a copy has started a new episode, its previous one's arrivals are history."""
-        cur = id(sim.j_arrival)
+        cur = ClusterView(sim).episode_key()
         prev = self._episode_ids.get(key)
         if prev is not None and prev != cur and key in self._last_arrivals:
             hist = np.concatenate([self.actor.forecast_history.numpy(), self._last_arrivals[key]])
@@ -493,6 +500,7 @@ class RLPTOTrainer:
         self._refit(current=True)
         scenario = get_scenario(env_name)
         sim = EdgeClusterSim(scenario.config(**env_overrides), scenario_id=scenario.id)
+        view = ClusterView(sim)
         # per-simulator caches are keyed by id(): drop any entry of a dead object at this id
         self._fc_memo.pop(id(sim), None)
         self._q_snap.pop(id(sim), None)
@@ -503,23 +511,24 @@ class RLPTOTrainer:
                 total, rule = 0.0, 0
                 gpu_small = gpu_large = 0.0
                 n_small = n_large = 0
-                big = sim.j_x90 > np.median(sim.j_x90) if sim.num_jobs else np.zeros(0, bool)
+                x90 = view.job_x90
+                big = x90 > np.median(x90) if view.num_jobs else np.zeros(0, bool)
                 t0 = time.perf_counter()
                 while not (sim.terminated or sim.truncated):
                     fc = self._forecast(sim)
                     out = self._control(sim, self._quality_before(sim), fc, greedy=True)
                     rule += out["rule"]
-                    run = sim.running
+                    run = view.running
                     if len(run):
-                        gpus = sim.w_alloc[run, :, 1].sum(1)
+                        gpus = view.worker_alloc[run, :, 1].sum(1)
                         large = big[run]
                         gpu_small += float(gpus[~large].sum())
                         gpu_large += float(gpus[large].sum())
                         n_small += int((~large).sum())
                         n_large += int(large.sum())
-                    before = (run.copy(), float(sim.quality[run].sum()))
+                    before = (run.copy(), float(view.job_quality[run].sum()))
                     r, _ = sim.step(self.placer.act(sim.obs, sim.mask, None))
-                    gain = max(float(sim.quality[before[0]].sum()) - before[1], 0.0)
+                    gain = max(float(view.job_quality[before[0]].sum()) - before[1], 0.0)
                     total += self._reward(sim, r, gain)
                 m = sim.episode_metrics()
                 row = {key: m[key] for key in SCALAR_METRICS + EXTRA_METRICS}
