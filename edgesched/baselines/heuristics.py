@@ -1,6 +1,7 @@
 """Classic scheduling heuristics behind the policy interface (DESIGN §4.3, §4.4).
 
-Every scheduler here reads only what an agent may see: its observation (layout in
+Every scheduler here reads only what an agent may see: its observation (blocks and fields
+named by :class:`~edgesched.envs.view.ObsLayout`, built from the
 :class:`~edgesched.policy.EnvSpec`), its action mask, and - for Optimus - the graph view. All
 decisions are vectorized over agents with numpy; small loops run only over pending slots or
 allocation levels where unavoidable.
@@ -32,14 +33,10 @@ import math
 
 import numpy as np
 
-from edgesched.envs.core import NODE_FEATURES
+from edgesched.envs.view import CentralObsLayout, ObsLayout
 from edgesched.policy import EnvSpec, Scheduler
 
 from . import register_baseline
-
-# target block: node features, then link present, log10 bandwidth / 2, latency / 100 ms
-_FREE, _CAP, _SPEED, _WORKERS, _QLEN = slice(0, 3), slice(3, 6), 6, 7, 8
-_TIME = slice(NODE_FEATURES, NODE_FEATURES + 2)
 
 
 # ---------------------------------------------------------------------------- static facts
@@ -55,30 +52,39 @@ def level_table(spec: EnvSpec) -> tuple[np.ndarray, np.ndarray]:
     return scale, add / np.maximum(np.asarray(spec.cap_max, dtype=np.float64), 1e-12)
 
 
+def obs_layout(spec: EnvSpec) -> ObsLayout:
+    """Where each block and field of an agent's observation lies, for ``spec``'s sizes."""
+    return ObsLayout.build(
+        spec.pending_slots, spec.num_targets, spec.job_features, spec.num_priorities
+    )
+
+
 class _View:
     """One decision round's observations parsed into named arrays (all agents at once)."""
 
     def __init__(self, spec: EnvSpec, obs: np.ndarray, mask: np.ndarray) -> None:
         n, p, k1, f = len(obs), spec.pending_slots, spec.num_targets, spec.job_features
-        sl = spec.obs_slices()
+        lay = obs_layout(spec)
         self.n = n
-        self.jobs = obs[:, sl["jobs"]].reshape(n, p, f).astype(np.float64)
-        self.tg = obs[:, sl["targets"]].reshape(n, k1, NODE_FEATURES + 3).astype(np.float64)
+        self.jobs = obs[:, lay.jobs].reshape(n, p, f).astype(np.float64)
+        self.tg = obs[:, lay.targets].reshape(n, k1, lay.target_width).astype(np.float64)
         self.pm = spec.placement_mask(mask)  # (N, P, K1, L)
         self.pair_ok = self.pm.any(axis=-1)  # (N, P, K1)
         self.slot_ok = self.pair_ok.any(axis=-1)  # (N, P)
         self.min_level = self.pm.argmax(axis=-1)  # (N, P, K1): lowest feasible level
-        cap = self.tg[..., _CAP]
+        cap = self.tg[..., lay.node_capacity]
         self.cap = cap  # (N, K1, 3) capacity / max capacity
-        self.free = self.tg[..., _FREE] * cap  # (N, K1, 3) free / max capacity
-        self.min_demand = self.jobs[..., 1:4]  # (N, P, 3)
-        self.workers = np.maximum(np.rint(self.jobs[..., 4] * 4.0), 1.0)
-        self.placed = self.jobs[..., f - 2]
-        self.wait = self.jobs[..., f - 1]
-        self.size = self.jobs[..., 5]
-        m0 = 6 + spec.num_priorities
-        self.model = self.jobs[..., m0 : m0 + spec.num_models].argmax(axis=-1)
-        self.qlen = obs[:, NODE_FEATURES + 2].astype(np.float64) * 10.0
+        self.free_frac = self.tg[..., lay.node_free]  # (N, K1, 3) free fraction
+        self.free = self.free_frac * cap  # (N, K1, 3) free / max capacity
+        self.speed = self.tg[..., lay.node_speed]  # (N, K1) speed / max speed
+        self.node_workers = self.tg[..., lay.node_workers]  # (N, K1) running workers / 8
+        self.min_demand = self.jobs[..., lay.job_min_demand]  # (N, P, 3)
+        self.workers = np.maximum(np.rint(self.jobs[..., lay.job_workers] * 4.0), 1.0)
+        self.placed = self.jobs[..., lay.job_placed]
+        self.wait = self.jobs[..., lay.job_wait]
+        self.size = self.jobs[..., lay.job_size]
+        self.model = self.jobs[..., lay.job_model].argmax(axis=-1)
+        self.qlen = obs[:, lay.queue].astype(np.float64) * 10.0
 
     def alloc(self, table: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         """Allocation of every (pending slot, level), (N, P, L, 3), max-capacity units."""
@@ -110,7 +116,7 @@ def _encode(spec: EnvSpec, has: np.ndarray, slot, target, level) -> np.ndarray:
 def _least_loaded_target(v: _View, slot: np.ndarray) -> np.ndarray:
     """Feasible target with the most observed free GPU fraction (ties: lowest index)."""
     ok = _take(v.pair_ok, slot)  # (N, K1)
-    return _argmax_where(v.tg[..., 1], ok)
+    return _argmax_where(v.free_frac[..., 1], ok)
 
 
 def _ordered_slot(v: _View, *keys: np.ndarray) -> np.ndarray:
@@ -134,11 +140,12 @@ class _CentralMixin:
     spec: EnvSpec
 
     def _central(self, obs: np.ndarray, mask: np.ndarray):
-        f, n, lv = self.spec.job_features, self.spec.num_agents, self.spec.num_levels
+        n, lv = self.spec.num_agents, self.spec.num_levels
+        lay = CentralObsLayout.build(self.spec.job_features, n)
         obs = np.asarray(obs, dtype=np.float64)
-        nodes = obs[f : f + n * (NODE_FEATURES + 1)].reshape(n, NODE_FEATURES + 1)
+        nodes = obs[lay.nodes].reshape(n, lay.node_width)
         pm = np.asarray(mask)[1:].reshape(n, lv)
-        return obs[:f], nodes, pm, pm.any(axis=1), pm.argmax(axis=1)
+        return obs[lay.job], nodes, pm, pm.any(axis=1), pm.argmax(axis=1)
 
     @staticmethod
     def _central_action(node_ok: np.ndarray, node: int, level: np.ndarray, lv: int) -> int:
@@ -204,7 +211,8 @@ class LeastLoadedScheduler(Scheduler, _CentralMixin):
     def act_central(self, obs: np.ndarray, mask: np.ndarray) -> int:
         """Central view: the feasible node with the most free GPU fraction, minimum level."""
         _, nodes, _, node_ok, level = self._central(obs, mask)
-        node = int(_argmax_where(nodes[:, 1], node_ok))
+        free_frac = nodes[:, obs_layout(self.spec).node_free]
+        node = int(_argmax_where(free_frac[:, 1], node_ok))
         return self._central_action(node_ok, node, level, self.spec.num_levels)
 
 
@@ -239,8 +247,10 @@ class BestFitScheduler(Scheduler, _CentralMixin):
     def act_central(self, obs: np.ndarray, mask: np.ndarray) -> int:
         """Central view: tightest feasible node for the current job, minimum level."""
         job, nodes, _, node_ok, level = self._central(obs, mask)
-        free = nodes[:, _FREE] * nodes[:, _CAP]
-        node = int(_argmax_where(-self._leftover(free, job[1:4]), node_ok))
+        lay = obs_layout(self.spec)
+        free = nodes[:, lay.node_free] * nodes[:, lay.node_capacity]
+        demand = job[lay.job_min_demand]
+        node = int(_argmax_where(-self._leftover(free, demand), node_ok))
         return self._central_action(node_ok, node, level, self.spec.num_levels)
 
 
@@ -322,7 +332,7 @@ class TiresiasScheduler(Scheduler):
         target = _least_loaded_target(v, slot)
         ar = np.arange(v.n)
         cap = v.cap[ar, target]  # (N, 3) target capacity / max capacity
-        sharers = np.maximum(v.qlen + np.rint(v.tg[ar, target, _WORKERS] * 8.0), 1.0)
+        sharers = np.maximum(v.qlen + np.rint(v.node_workers[ar, target] * 8.0), 1.0)
         share = cap / sharers[:, None]
         # ceil in the node's own units (one core, one GPU) when levels are absolute (grid);
         # scale levels are multiples of the job's minimum, so the ceiling is on the multiple
@@ -382,7 +392,7 @@ class DRFScheduler(Scheduler):
         target = _argmax_where(-after, _take(v.pair_ok, slot))
         alloc = _take(v.alloc(self.table), slot)  # (N, L, 3)
         dom = (alloc * inv_cap[ar, target][:, None, :]).max(axis=-1)  # (N, L)
-        sharers = np.maximum(v.qlen + np.rint(v.tg[ar, target, _WORKERS] * 8.0), 1.0)
+        sharers = np.maximum(v.qlen + np.rint(v.node_workers[ar, target] * 8.0), 1.0)
         ok = _take(v.pm, slot)[ar, target]  # (N, L)
         within = ok & (dom <= 1.0 / sharers[:, None] + 1e-9)
         biggest = _argmax_where(dom, within)  # largest dominant share within the fair share
@@ -478,22 +488,23 @@ class OptimusScheduler(Scheduler):
         ]
 
     def _observe(self, obs: np.ndarray, graph: dict) -> None:
-        spec = self.spec
-        f = spec.job_features
+        lay = obs_layout(self.spec)
         ids = np.asarray(graph["ids"]["running"], dtype=np.int64)
+        # running jobs: the job block's features, then quality, then sync time
         feat = graph["nodes"]["running"]
-        q = feat[:, f].astype(np.float64) if len(ids) else np.zeros(0)
-        m0 = 6 + spec.num_priorities
-        model = feat[:, m0 : m0 + spec.num_models].argmax(axis=1) if len(ids) else np.zeros(0, int)
-        workers = np.maximum(np.rint(feat[:, 4] * 4.0), 1.0) if len(ids) else np.zeros(0)
+        q = feat[:, lay.job_width].astype(np.float64) if len(ids) else np.zeros(0)
+        model = feat[:, lay.job_model].argmax(axis=1) if len(ids) else np.zeros(0, int)
+        workers = (
+            np.maximum(np.rint(feat[:, lay.job_workers] * 4.0), 1.0) if len(ids) else np.zeros(0)
+        )
         r_idx, node = graph["edges"][("running", "runs_on", "node")]
         attr = np.asarray(graph["edge_attr"][("running", "runs_on", "node")], dtype=np.float64)
         res = np.where(attr[:, 1] > 0, attr[:, 1], attr[:, 0])  # GPU, or CPU if none
-        speed = graph["nodes"]["node"][:, _SPEED].astype(np.float64)
+        speed = graph["nodes"]["node"][:, lay.node_speed].astype(np.float64)
         per = np.full(len(ids), np.inf)
         np.minimum.at(per, r_idx, res * speed[node])
         e = workers * np.where(np.isfinite(per), per, 0.0)
-        time = obs[0, _TIME].astype(np.float64)
+        time = obs[0, lay.time].astype(np.float64)
         if self.prev_time is not None and not np.array_equal(time, self.prev_time):
             _, i_prev, i_now = np.intersect1d(self.prev_ids, ids, return_indices=True)
             dq = q[i_now] - self.prev_q[i_prev]
@@ -519,7 +530,7 @@ class OptimusScheduler(Scheduler):
         coef = self.coef()[v.model]  # (N, P, 3)
         alloc = v.alloc(self.table)  # (N, P, L, 3)
         res = np.where(alloc[..., 1] > 0, alloc[..., 1], alloc[..., 0])  # (N, P, L)
-        speed = v.tg[..., _SPEED]  # (N, K1)
+        speed = v.speed  # (N, K1)
         e = v.workers[:, :, None, None] * res[:, :, None, :] * speed[:, None, :, None]
         log_rate = (
             coef[..., 0, None, None]
