@@ -86,7 +86,7 @@ def _episode_mean_all(rows: list[dict[str, Any]], key: str) -> float:
 
 def _study_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Per-entry means the study pages need (RLPTO's reward, resources, per-class JCT)."""
-    from edgesched.experiment.evaluation import cluster_reward
+    from edgesched.protocol import cluster_reward
 
     out = {
         k: _episode_mean_all(rows, k)

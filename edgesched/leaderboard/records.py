@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from edgesched.envs.scenarios import get_scenario
-from edgesched.experiment.evaluation import SCALAR_METRICS
+from edgesched.protocol import SCALAR_METRICS
 
 REQUIRED_FIELDS = (
     "scenario",
