@@ -61,16 +61,18 @@ class EnvSpec:
 
     def obs_slices(self) -> dict[str, slice]:
         """Where each block of an agent's observation lies (see class docstring)."""
-        from edgesched.envs.core import NODE_FEATURES
-
-        jobs0 = NODE_FEATURES + 3
+        # obs_dim = (NODE_FEATURES + 3) * (1 + K+1) + P * F: the node block's width follows
+        # from the spec alone, so this module needs nothing from edgesched.envs (which
+        # imports it for ScenarioHandle.spec; importing back would make a cycle)
+        jobs0 = (self.obs_dim - self.pending_slots * self.job_features) // (1 + self.num_targets)
+        node_features = jobs0 - 3
         nbr0 = jobs0 + self.pending_slots * self.job_features
         return {
-            "own": slice(0, NODE_FEATURES),
-            "time": slice(NODE_FEATURES, NODE_FEATURES + 2),
-            "queue": slice(NODE_FEATURES + 2, NODE_FEATURES + 3),
+            "own": slice(0, node_features),
+            "time": slice(node_features, node_features + 2),
+            "queue": slice(node_features + 2, jobs0),
             "jobs": slice(jobs0, nbr0),
-            "targets": slice(nbr0, nbr0 + self.num_targets * (NODE_FEATURES + 3)),
+            "targets": slice(nbr0, nbr0 + self.num_targets * jobs0),
         }
 
     def action(self, slot: np.ndarray, target: np.ndarray, level: np.ndarray) -> np.ndarray:
@@ -84,7 +86,12 @@ class EnvSpec:
 
     @staticmethod
     def of(sim) -> EnvSpec:
-        """The spec of an :class:`~edgesched.envs.core.EdgeClusterSim`."""
+        """The spec of an :class:`~edgesched.envs.core.EdgeClusterSim`.
+
+        To get the spec of a scenario without building a simulator of your own, resolve it
+        once (:func:`edgesched.envs.handle.resolve_scenario`) and read the handle's
+        ``spec``: it builds one simulator on first access and keeps the answer.
+        """
         name = f"{sim.scenario_id}" if getattr(sim, "scenario_id", None) else "custom"
         return EnvSpec(
             scenario=name,
