@@ -1,31 +1,89 @@
 """Learned schedulers (DESIGN §4.1). One registry; Hydra's ``conf/algo/`` mirrors it.
 
-Each entry maps an algorithm name to a trainer factory
-``(algo_cfg, spec, seed, shield, shield_kwargs) -> Trainer``.
+Each algorithm is one :class:`~edgesched.algos.base.AlgorithmEntry`: its trainer factory
+``(config, spec, seed, shield, shield_kwargs) -> Trainer``, its config dataclass (below; Hydra
+validates ``conf/algo/<name>.yaml`` against it) and its capability flags (needs or accepts a
+shield, reads the graph view, evaluates itself, ...). Shield validation, ``train.py --help``
+and the tests' matrix of (algorithm, shield, scenario) derive from the entries; the contract
+itself is in :mod:`edgesched.algos.base`.
+
 torch is imported only when a trainer is built, so ``import edgesched`` stays light.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-_REGISTRY: dict[str, Callable[..., Any]] = {}
+from .base import (
+    AlgorithmConfig,
+    AlgorithmEntry,
+    PPOConfig,
+    Trainer,
+    missing_members,
+)
+
+_REGISTRY: dict[str, AlgorithmEntry] = {}
 
 
-def register_algorithm(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: register a trainer factory under ``name``."""
+def register_algorithm(entry: AlgorithmEntry) -> AlgorithmEntry:
+    """Register ``entry`` under ``entry.name`` (a later entry of the same name replaces it).
 
-    def deco(factory: Callable[..., Any]) -> Callable[..., Any]:
-        _REGISTRY[name] = factory
-        return factory
-
-    return deco
+    Returns:
+        ``entry``.
+    """
+    if not isinstance(entry, AlgorithmEntry):
+        raise TypeError(
+            f"register_algorithm: entry={entry!r} is not an edgesched.algos.base.AlgorithmEntry"
+        )
+    _REGISTRY[entry.name] = entry
+    return entry
 
 
 def list_algorithms() -> list[str]:
     """Names of the registered learned schedulers."""
     return sorted(_REGISTRY)
+
+
+def get_algorithm(name: str) -> AlgorithmEntry:
+    """The registry entry of algorithm ``name``.
+
+    Raises:
+        KeyError: unknown name, listing the registered ones.
+    """
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown algorithm {name!r}; registered algorithms: {list_algorithms()}")
+    return _REGISTRY[name]
+
+
+def algo_config(name: str, **values: Any) -> AlgorithmConfig:
+    """A config dataclass instance of algorithm ``name`` (its defaults, ``values`` on top).
+
+    Raises:
+        KeyError: unknown algorithm.
+        TypeError: a key the algorithm does not have.
+    """
+    return get_algorithm(name).config_class(name=name, **values)
+
+
+def config_from_dict(values: Mapping[str, Any]) -> AlgorithmConfig:
+    """The typed config of a stored algorithm config (a run's ``config.yaml``, ``policy.pt``).
+
+    Runs written before each algorithm had its own config class stored every algorithm's
+    hyperparameters; the keys the algorithm does not have are dropped (it never read them).
+
+    Args:
+        values: the stored ``algo`` node, with its ``name``.
+
+    Raises:
+        KeyError: no ``name`` or an unknown algorithm.
+    """
+    values = dict(values)
+    name = str(values.get("name", ""))
+    known = {f.name for f in dataclasses.fields(get_algorithm(name).config_class)}
+    return algo_config(name, **{k: v for k, v in values.items() if k in known and k != "name"})
 
 
 def make_trainer(
@@ -35,65 +93,251 @@ def make_trainer(
     seed: int,
     shield: str = "none",
     shield_kwargs: dict[str, Any] | None = None,
-) -> Any:
+) -> Trainer:
     """Build the trainer of algorithm ``name``; unknown names list the registry.
 
     Args:
         name: registry key.
-        algo_cfg: hyperparameters (:class:`edgesched.experiment.schema.AlgoConfig`).
-        spec: the scenario's :class:`~edgesched.policy.EnvSpec`.
+        algo_cfg: hyperparameters (the entry's ``config_class``, or a DictConfig of it).
+        spec: the scenario's :class:`~edgesched.policy.EnvSpec` (``ScenarioHandle.spec``).
         seed: training seed.
         shield: registered shield in the training loop.
         shield_kwargs: the shield's options.
+
+    Raises:
+        KeyError: unknown algorithm.
+        ValueError: a shield the algorithm needs but lacks, or refuses but got.
+        TypeError: the trainer lacks a member of the protocols its flags promise.
     """
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown algorithm {name!r}; registered algorithms: {list_algorithms()}")
-    return _REGISTRY[name](algo_cfg, spec, seed, shield, shield_kwargs or {})
+    entry = get_algorithm(name)
+    problem = entry.shield_error(shield)
+    if problem:
+        raise ValueError(f"shield={shield!r}: {problem}")
+    trainer = entry.factory(algo_cfg, spec, seed, shield, shield_kwargs or {})
+    missing = missing_members(trainer, *entry.protocols)
+    if missing:
+        raise TypeError(
+            f"algorithm {name!r}: its trainer {type(trainer).__name__} lacks {missing}, which "
+            "its registry flags promise (edgesched/algos/base.py)"
+        )
+    return trainer
 
 
-@register_algorithm("mappo")
-def _mappo(algo_cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Any:
+# ---------------------------------------------------------------------------- PPO family
+@dataclass
+class MAPPOConfig(PPOConfig):
+    """MAPPO: PPO with parameter sharing and a centralized critic on ``state()``."""
+
+    name: str = "mappo"
+
+
+@dataclass
+class IPPOConfig(PPOConfig):
+    """IPPO: PPO with parameter sharing and a local critic on each agent's observation."""
+
+    name: str = "ippo"
+
+
+@dataclass
+class SROLEConfig(PPOConfig):
+    """SROLE (Sen & Shen, ICDCS'22): MAPPO with a collision shield in the loop.
+
+    Attributes:
+        collision_penalty: reward penalty per agent whose *proposed* placement took part in
+            an action collision (the shield corrected it), in the reward's unit (jobs x
+            slots): about one slot of one job's completion time.
+    """
+
+    name: str = "srole"
+    collision_penalty: float = 1.0
+
+
+def _mappo(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:
     from .mappo import PPOTrainer
 
-    return PPOTrainer(algo_cfg, spec, seed, True, shield, shield_kwargs)
+    return PPOTrainer(cfg, spec, seed, True, shield, shield_kwargs)
 
 
-@register_algorithm("ippo")
-def _ippo(algo_cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Any:
+def _ippo(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:
     from .mappo import PPOTrainer
 
-    return PPOTrainer(algo_cfg, spec, seed, False, shield, shield_kwargs)
+    return PPOTrainer(cfg, spec, seed, False, shield, shield_kwargs)
 
 
-@register_algorithm("srole")
-def _srole(algo_cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Any:
-    from .mappo import PPOTrainer
+register_algorithm(
+    AlgorithmEntry("mappo", _mappo, MAPPOConfig, summary="PPO, shared actor, centralized critic")
+)
+register_algorithm(AlgorithmEntry("ippo", _ippo, IPPOConfig, summary="PPO, local critics"))
+register_algorithm(
+    AlgorithmEntry(
+        "srole",
+        _mappo,
+        SROLEConfig,
+        summary="MAPPO with a collision shield in the loop",
+        needs_shield=True,
+        shield_note="it is MAPPO with a shield in the loop",
+    )
+)
 
-    if shield == "none":
-        raise ValueError("srole needs a shield in the loop: shield=central or shield=regional")
-    return PPOTrainer(algo_cfg, spec, seed, True, shield, shield_kwargs)
+
+# ---------------------------------------------------------------------------- DQN head
+@dataclass
+class DQNCentralConfig(AlgorithmConfig):
+    """Centralized RL (SROLE's comparator): stable-baselines3 DQN as one cluster head.
+
+    Attributes:
+        lr: Adam learning rate.
+        gamma: discount per head decision.
+        max_grad_norm: gradient clipping norm.
+        hidden: MLP hidden sizes of the Q-network.
+        buffer_size: DQN replay buffer size.
+        learning_starts: DQN decisions before learning starts.
+        batch_size: DQN minibatch size.
+        train_freq: DQN decisions between gradient steps.
+        target_update_interval: DQN decisions between target-network updates.
+        exploration_fraction: DQN share of the budget over which epsilon decays.
+        exploration_final_eps: DQN final epsilon.
+    """
+
+    name: str = "dqn_central"
+    lr: float = 5e-4
+    gamma: float = 0.99
+    max_grad_norm: float = 10.0
+    hidden: list[int] = dataclasses.field(default_factory=lambda: [64, 64])
+    buffer_size: int = 100_000
+    learning_starts: int = 1_000
+    batch_size: int = 64
+    train_freq: int = 4
+    target_update_interval: int = 2_000
+    exploration_fraction: float = 0.3
+    exploration_final_eps: float = 0.05
 
 
-@register_algorithm("dqn_central")
-def _dqn_central(algo_cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Any:
+def _dqn_central(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:
     from .dqn_central import DQNCentralTrainer
 
-    return DQNCentralTrainer(algo_cfg, spec, seed, shield, shield_kwargs)
+    return DQNCentralTrainer(cfg, spec, seed, shield, shield_kwargs)
 
 
-@register_algorithm("tapfinger")
-def _tapfinger(algo_cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Any:
+register_algorithm(
+    AlgorithmEntry(
+        "dqn_central",
+        _dqn_central,
+        DQNCentralConfig,
+        summary="one DQN cluster head on the central view",
+        accepts_shield=False,
+        shield_note="one cluster head deciding one task at a time cannot collide",
+        own_view=True,
+        central_head=True,
+        on_policy=False,
+        uses_budget=True,
+    )
+)
+
+
+# ---------------------------------------------------------------------------- TapFinger
+@dataclass
+class TapFingerConfig(PPOConfig):
+    """TapFinger (Li et al., INFOCOM'23): HGTConv over the graph view, pointer, PPO.
+
+    Attributes:
+        gnn_hidden: TapFinger embedding width.
+        gnn_layers: TapFinger HGTConv layers.
+        gnn_heads: TapFinger attention heads.
+        graph_attention: TapFinger message passing (false: the no-attention ablation).
+        pointer: TapFinger learned task selection (false: uniform task choice ablation).
+        team_reward: TapFinger learns from the mean of the agents' rewards (cooperative
+            agents) instead of each agent's own reward.
+    """
+
+    name: str = "tapfinger"
+    gnn_hidden: int = 64
+    gnn_layers: int = 2
+    gnn_heads: int = 2
+    graph_attention: bool = True
+    pointer: bool = True
+    team_reward: bool = True
+
+
+def _tapfinger(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:
     from .tapfinger import TapFingerTrainer
 
-    if shield != "none":
-        raise ValueError("tapfinger resolves its own task conflicts; use shield=none")
-    return TapFingerTrainer(algo_cfg, spec, seed)
+    return TapFingerTrainer(cfg, spec, seed)
 
 
-@register_algorithm("rlpto")
-def _rlpto(algo_cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Any:
+register_algorithm(
+    AlgorithmEntry(
+        "tapfinger",
+        _tapfinger,
+        TapFingerConfig,
+        summary="HGT graph network, pointer task choice, Bayes/fit conflict resolution",
+        accepts_shield=False,
+        shield_note="it resolves task conflicts itself (pointer probability x fit)",
+        needs_graph_view=True,
+        # the single most likely allocation on its 0-16 x 0-16 grid is not representative
+        # of the distribution PPO trained (see TapFingerTrainer)
+        eval_sampled=True,
+    )
+)
+
+
+# ---------------------------------------------------------------------------- RLPTO
+@dataclass
+class RLPTOConfig(PPOConfig):
+    """RLPTO (Lu et al., TPDS'23): priority queues, per-job PPO controllers, forecasting.
+
+    Attributes:
+        resource_weight: RLPTO reward weight of the occupied share of CPU and GPU.
+        accuracy_weight: RLPTO reward weight of the quality gained per slot.
+        shrink_gain: RLPTO's convergence rule: shrink a job (past half its quality) whose
+            quality gain in the last slot fell below this fraction of its own mean gain per
+            slot since it started (its curve has flattened).
+        forecast_window: RLPTO forecaster's window in slots.
+        forecast_refit: RLPTO refits its forecaster every this many updates.
+    """
+
+    name: str = "rlpto"
+    resource_weight: float = 1.0
+    accuracy_weight: float = 1.0
+    shrink_gain: float = 0.5
+    forecast_window: int = 10
+    forecast_refit: int = 50
+
+
+def _rlpto(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:
     from .rlpto.trainer import RLPTOTrainer
 
-    if shield != "none":
-        raise ValueError("rlpto places with its priority-queue rule; use shield=none")
-    return RLPTOTrainer(algo_cfg, spec, seed)
+    return RLPTOTrainer(cfg, spec, seed)
+
+
+register_algorithm(
+    AlgorithmEntry(
+        "rlpto",
+        _rlpto,
+        RLPTOConfig,
+        summary="priority-queue placement, per-job shrink/keep/grow PPO, ARIMA+GRU forecast",
+        accepts_shield=False,
+        shield_note="it places with its priority-queue rule, which a shield cannot rank",
+        own_view=True,
+    )
+)
+
+
+__all__ = [
+    "AlgorithmConfig",
+    "AlgorithmEntry",
+    "DQNCentralConfig",
+    "IPPOConfig",
+    "MAPPOConfig",
+    "PPOConfig",
+    "RLPTOConfig",
+    "SROLEConfig",
+    "TapFingerConfig",
+    "Trainer",
+    "algo_config",
+    "config_from_dict",
+    "get_algorithm",
+    "list_algorithms",
+    "make_trainer",
+    "register_algorithm",
+]

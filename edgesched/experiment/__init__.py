@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .schema import ExperimentConfigError, TrainConfig, register_configs, validate
+from .cli import register_configs
+from .schema import ExperimentConfigError, TrainConfig, validate
 
 __all__ = [
     "ExperimentConfigError",

@@ -10,7 +10,9 @@ composition, when the algorithm is known, and rejects settings that algorithm wo
 ``conf/hydra/help/train.yaml`` renders ``--help`` through two OmegaConf resolvers registered
 here: the selectable groups (without the internal schema group) and the composed
 configuration with only the chosen algorithm's hyperparameters, each key with its
-description from the schema's docstring.
+description from the schema's docstring (for ``algo``, the algorithm's config class named by
+its registry entry). Every algorithm rule here derives from those classes
+(:func:`~edgesched.experiment.schema.algo_params`, :func:`~edgesched.experiment.schema.algo_users`).
 """
 
 from __future__ import annotations
@@ -27,16 +29,17 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from .schema import (
-    ALGO_PARAMS,
     SCHEMA_GROUP,
     SCHEMAS,
-    AlgoConfig,
     ExperimentConfigError,
     TraceConfig,
     TrainConfig,
     algo_params,
+    algo_schema,
+    algo_users,
     closest,
     field_docs,
+    store_schemas,
 )
 
 # flags after which the configuration comes from elsewhere (or nothing is composed)
@@ -95,10 +98,27 @@ def _field_type(cls: type, name: str) -> Any:
 
 
 def _check_key(key: str, line: str, algo: str | None) -> None:
-    """Raise unless dotted ``key`` names a field of the :class:`TrainConfig` schema tree."""
+    """Raise unless dotted ``key`` names a field of the :class:`TrainConfig` schema tree.
+
+    ``algo.*`` keys are checked against the chosen algorithm's config class, or against every
+    algorithm's keys when the command line does not tell one (``check_algo_overrides`` then
+    checks each algorithm of a sweep).
+    """
     node: Any = TrainConfig
     parts = key.split(".")
     for depth, part in enumerate(parts):
+        if depth == 1 and parts[0] == "algo":
+            allowed = list(algo_params(algo or ""))
+            if part in allowed or part in algo_params(""):
+                # another algorithm's key: check_algo_overrides names the algorithms using it
+                return
+            owner = f"algo={algo}" if algo is not None else "the algorithms"
+            guess = closest(part, allowed) or closest(part, list(algo_params("")))
+            hint = f" did you mean algo.{guess}?" if guess else ""
+            raise ExperimentConfigError(
+                f"algo.{part} (in {line!r}) is not a configuration key;{hint} the keys of "
+                f"{owner} are {', '.join(allowed)}"
+            )
         if not (isinstance(node, type) and is_dataclass(node)):
             return  # below a dict, list or free-form value (env.overrides.*, algo.hidden.0)
         allowed = [f.name for f in fields(node)]
@@ -107,15 +127,12 @@ def _check_key(key: str, line: str, algo: str | None) -> None:
             continue
         prefix = ".".join(parts[:depth])
         dotted = f"{prefix}." if prefix else ""
-        shown = allowed
         owner = prefix or "the top level"
-        if node is AlgoConfig and algo is not None:
-            shown, owner = list(algo_params(algo)), f"algo={algo}"
-        guess = closest(part, shown) or closest(part, allowed)
+        guess = closest(part, allowed)
         hint = f" did you mean {dotted}{guess}?" if guess else ""
         raise ExperimentConfigError(
             f"{dotted}{part} (in {line!r}) is not a configuration key;{hint} the keys of "
-            f"{owner} are {', '.join(shown)}"
+            f"{owner} are {', '.join(allowed)}"
         )
 
 
@@ -189,7 +206,9 @@ def _chosen_algos(overrides: list[Any], conf_dir: Path) -> list[str] | None:
     """The algorithms the command line trains (several in a sweep); None: not known here."""
     from hydra.core.override_parser.types import Glob, ValueType
 
-    known = list(ALGO_PARAMS)
+    from edgesched.algos import list_algorithms
+
+    known = list_algorithms()
     chosen: list[str] | None = None
     for o in overrides:
         if o.key_or_group != "algo" or o.is_delete() or o.package is not None:
@@ -203,10 +222,43 @@ def _chosen_algos(overrides: list[Any], conf_dir: Path) -> list[str] | None:
         else:
             return None
     if chosen is None:
-        if any(o.key_or_group == "benchmark" for o in overrides):
-            return None  # a benchmark may pick the algorithm (conf/benchmark/rlpto.yaml)
-        chosen = [_default_algo(conf_dir) or ""]
+        benchmarks = [o for o in overrides if o.key_or_group == "benchmark"]
+        if benchmarks:
+            # a benchmark may pick the algorithm (conf/benchmark/rlpto.yaml) or sweep them
+            if len(benchmarks) > 1 or benchmarks[0].value_type != ValueType.ELEMENT:
+                return None
+            chosen = _benchmark_algos(conf_dir, str(benchmarks[0].get_value_element_as_str()))
+            if chosen is None:
+                return None
+        else:
+            chosen = [_default_algo(conf_dir) or ""]
     return [a for a in chosen if a in known]
+
+
+def _benchmark_algos(conf_dir: Path, name: str) -> list[str] | None:
+    """The algorithms benchmark ``name`` trains when the command line names none.
+
+    Its ``override /algo: X`` default, its sweeper's ``algo`` choices (a glob or a list), or
+    the default algorithm; None when the file cannot be read.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Glob
+
+    path = conf_dir / "benchmark" / f"{name}.yaml"
+    try:
+        node = OmegaConf.load(path)
+    except (OSError, ValueError):
+        return None
+    for entry in node.get("defaults", []) or []:
+        if isinstance(entry, DictConfig) and "override /algo" in entry:
+            return [str(entry["override /algo"])]
+    sweep = OmegaConf.select(node, "hydra.sweeper.params.algo", default=None)
+    if sweep is not None:
+        o = OverridesParser.create().parse_override(f"algo={sweep}")
+        if isinstance(o.value(), Glob):
+            return o.value().filter(group_options(conf_dir, "algo"))
+        return [str(v) for v in o.sweep_string_iterator()]
+    return [_default_algo(conf_dir) or ""]
 
 
 def check_algo_overrides(algo: str, overrides: list[str]) -> None:
@@ -227,7 +279,7 @@ def check_algo_overrides(algo: str, overrides: list[str]) -> None:
         parts = o.key_or_group.split(".")
         if len(parts) < 2 or parts[0] != "algo" or o.is_delete() or parts[1] in own:
             continue
-        users = [name for name, params in ALGO_PARAMS.items() if parts[1] in params]
+        users = algo_users(parts[1])
         if not users:
             continue  # not a hyperparameter at all: check_keys names it
         raise ExperimentConfigError(
@@ -283,10 +335,10 @@ def help_config(root: DictConfig) -> str:
         title = f"{group}:"
         if group == "algo":
             keep = algo_params(str(node.get("name")))
-            node = {k: v for k, v in node.items() if k in keep}
+            node = {k: node[k] for k in keep if k in node}
             title += f"  # the hyperparameters of algo={node.get('name')}"
         out.append(title)
-        docs = field_docs(schema)
+        docs = field_docs(algo_schema(str(node.get("name"))) if group == "algo" else schema)
         if group == "env":
             trace = node.pop("trace", None)
             out += _lines(node, docs, "  ")
@@ -323,3 +375,12 @@ def register_help_resolvers() -> None:
 
     OmegaConf.register_new_resolver("edgesched_help_config", config, replace=True)
     OmegaConf.register_new_resolver("edgesched_help_groups", help_groups, replace=True)
+
+
+def register_configs() -> None:
+    """Store the typed schemas in Hydra's ConfigStore and register the ``--help`` resolvers.
+
+    Call before Hydra composes (``train.py`` does, also in sweep workers).
+    """
+    store_schemas()
+    register_help_resolvers()

@@ -17,13 +17,22 @@ from typing import Any
 import numpy as np
 
 import edgesched
+from edgesched.algos import config_from_dict, get_algorithm, make_trainer
 from edgesched.envs.core import EdgeClusterSim, InvalidActionError
-from edgesched.envs.scenarios import get_scenario
+from edgesched.envs.handle import ScenarioHandle, resolve_scenario
 from edgesched.envs.topology import build_cluster
 from edgesched.policy import EnvSpec, Scheduler
 
+# the metric names live in edgesched.protocol (the algorithms need them too); re-exported
+from edgesched.protocol import (
+    EXTRA_METRICS,
+    SCALAR_METRICS,
+    SHIELD_METRICS,
+    cluster_reward,
+    eval_workload_seed,
+)
+
 from .io import config_hash, git_commit
-from .seeds import eval_workload_seed
 
 STRICT_OVERRIDES: dict[str, Any] = {"invalid_action": "raise"}
 """Scenario parameters every evaluation environment is built with, on top of the record's
@@ -54,71 +63,48 @@ def recorded_overrides(env_overrides: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in env_overrides.items() if k not in STRICT_OVERRIDES}
 
 
-def make_eval_sim(env_name: str, env_overrides: dict[str, Any]) -> EdgeClusterSim:
-    """A simulator of scenario ``env_name`` for evaluation (strict: invalid actions raise).
+def make_eval_sim(
+    scenario: str | ScenarioHandle, env_overrides: dict[str, Any] | None = None
+) -> EdgeClusterSim:
+    """A simulator of ``scenario`` for evaluation (strict: invalid actions raise).
 
     Args:
-        env_name: registered scenario.
-        env_overrides: scenario parameters of the run or baseline.
+        scenario: the run's or baseline's scenario handle, or a registered name.
+        env_overrides: scenario parameters, with a name only (a handle carries its own).
     """
-    scenario = get_scenario(env_name)
-    cfg = scenario.config(**strict_overrides(env_overrides))
-    return EdgeClusterSim(cfg, build_cluster(cfg), scenario.id)
+    handle = _handle(scenario, env_overrides)
+    cfg = handle.config_with(**STRICT_OVERRIDES)
+    return EdgeClusterSim(cfg, build_cluster(cfg), handle.id)
 
 
-SCALAR_METRICS = (
-    "jct_mean",
-    "jct_mean_completed",
-    "jct_p95",
-    "makespan",
-    "median_node_utilization",
-    "collisions_proposed",
-    "collisions_executed",
-    "overload_node_slots",
-    "final_quality_mean",
-    "episode_return_mean",
-    "jct_lower_bound_mean",
-    "jobs_done",
-    "jobs_unfinished",
-)
+def _handle(scenario: str | ScenarioHandle, env_overrides: dict[str, Any] | None) -> ScenarioHandle:
+    """``scenario`` as a handle; a name is resolved (once) with ``env_overrides``."""
+    if isinstance(scenario, ScenarioHandle):
+        if env_overrides and dict(env_overrides) != dict(scenario.overrides):
+            raise ValueError(
+                f"env_overrides={env_overrides!r} given with the handle of {scenario.id!r}, "
+                f"whose overrides are {dict(scenario.overrides)!r}; pass only the handle"
+            )
+        return scenario
+    return resolve_scenario(scenario, **recorded_overrides(env_overrides or {}))
 
 
-EXTRA_METRICS = ("occupied_share_mean", "quality_total")
-"""Per-episode metrics recorded since RLPTO (resources held, quality gained); optional in
-records so older records stay valid."""
-
-
-def cluster_reward(m: dict[str, Any], resource_weight: float = 1.0, accuracy_weight: float = 1.0):
-    """RLPTO's cluster reward of an episode from its metrics, for any scheduler.
-
-    ``sum over slots of -(jobs in system)/N - resource_weight * occupied share +
-    accuracy_weight * quality gained`` = ``episode_return_mean - resource_weight *
-    occupied_share_mean * slots + accuracy_weight * quality_total`` (default reward, local
-    mode: an agent's mean return is minus the jobs in system per agent, summed over slots).
-    NaN when the metrics are missing (records from before they existed).
-    """
-    try:
-        return float(
-            m["episode_return_mean"]
-            - resource_weight * m["occupied_share_mean"] * m["slots"]
-            + accuracy_weight * m["quality_total"]
-        )
-    except (KeyError, TypeError):
-        return float("nan")
-
-
-SHIELD_METRICS = (
-    "shield_interventions",
-    "shield_residual_collisions",
-    "shield_latency_ms",
-    "shield_compute_total_ms",
-    "shield_network_ms",
-    "shield_messages_per_step",
-    "shield_inter_messages_per_step",
-    "shield_max_messages_per_shield",
-    "shield_rounds_per_step",
-)
-"""Extra per-episode metrics of shielded runs (:meth:`ShieldStats.summary`)."""
+__all__ = [
+    "EXTRA_METRICS",
+    "SCALAR_METRICS",
+    "SHIELD_METRICS",
+    "STRICT_OVERRIDES",
+    "LearnedScheduler",
+    "cluster_reward",
+    "evaluate_scheduler",
+    "evaluate_trainer",
+    "load_policy",
+    "make_eval_sim",
+    "make_record",
+    "recorded_overrides",
+    "run_episode",
+    "strict_overrides",
+]
 
 
 def run_episode(
@@ -179,8 +165,8 @@ def _raise_invalid_proposal(sim: EdgeClusterSim, a: np.ndarray) -> None:
 
 def evaluate_scheduler(
     policy: Scheduler,
-    env_name: str,
-    env_overrides: dict[str, Any],
+    env_name: str | ScenarioHandle,
+    env_overrides: dict[str, Any] | None,
     eval_seeds: list[int],
     episodes: int,
     shield: str = "none",
@@ -192,8 +178,9 @@ def evaluate_scheduler(
 
     Args:
         policy: the scheduler.
-        env_name: registered scenario.
-        env_overrides: scenario parameters.
+        env_name: the scenario's handle (``env_overrides`` then ``None``), or a registered
+            name, resolved here once with ``env_overrides``.
+        env_overrides: scenario parameters of a name.
         eval_seeds: held-out seeds.
         episodes: episodes per seed.
         shield: registered shield run around the policy (``none``: unshielded).
@@ -204,7 +191,7 @@ def evaluate_scheduler(
     """
     from edgesched.shields import make_shield
 
-    sim = make_eval_sim(env_name, env_overrides)
+    sim = make_eval_sim(_handle(env_name, env_overrides))
     sh = make_shield(shield, sim, **(shield_kwargs or {}))
     rows = []
     for s in eval_seeds:
@@ -218,8 +205,9 @@ def evaluate_scheduler(
 
 def make_record(
     *,
-    env_name: str,
-    env_overrides: dict[str, Any],
+    scenario: ScenarioHandle | None = None,
+    env_name: str | None = None,
+    env_overrides: dict[str, Any] | None = None,
     algo: str,
     shield: str,
     train_seed: int | None,
@@ -230,12 +218,17 @@ def make_record(
 ) -> dict[str, Any]:
     """The common per-run record written to ``eval.json`` and read by the leaderboards.
 
-    ``env_overrides`` is recorded without the strict-evaluation keys
-    (:func:`recorded_overrides`); ``config`` is hashed as given.
+    The scenario is its ``scenario`` handle, or ``env_name`` with ``env_overrides``. The
+    overrides are recorded without the strict-evaluation keys (:func:`recorded_overrides`);
+    ``config`` is hashed as given.
     """
+    if scenario is None:
+        if env_name is None:
+            raise TypeError("make_record: give scenario=<ScenarioHandle> or env_name=<name>")
+        scenario = _handle(env_name, env_overrides)
     return {
-        "scenario": get_scenario(env_name).id,
-        "env_overrides": recorded_overrides(env_overrides),
+        "scenario": scenario.id,
+        "env_overrides": recorded_overrides(dict(scenario.overrides)),
         "algo": algo,
         "shield": shield,
         "train_seed": train_seed,
@@ -251,20 +244,40 @@ def make_record(
 class LearnedScheduler(Scheduler):
     """Adapter: a trained actor behind the policy interface.
 
-    Greedy at evaluation, unless the trainer sets ``eval_sampled`` (then its draws restart
-    from each episode's workload seed, so the evaluation is reproducible).
+    Greedy at evaluation, unless the algorithm's registry entry sets ``eval_sampled`` (then
+    its draws restart from each episode's workload seed, so the evaluation is reproducible).
+    The graph view is passed when the entry sets ``needs_graph_view``.
+
+    Args:
+        spec: the scenario's static facts.
+        trainer: a :class:`~edgesched.algos.base.SharedViewTrainer` of algorithm ``name``.
+        name: the registered algorithm (its entry's flags decide the above).
+        shield: the shield it was trained with (``none`` for unshielded learners); evaluate
+            it with the same one.
+        shield_kwargs: that shield's options.
     """
 
-    def __init__(self, spec: EnvSpec, trainer: Any, name: str) -> None:
+    def __init__(
+        self,
+        spec: EnvSpec,
+        trainer: Any,
+        name: str,
+        shield: str = "none",
+        shield_kwargs: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(spec)
+        entry = get_algorithm(name)
+        if entry.own_view:
+            raise ValueError(
+                f"name={name!r}: that algorithm evaluates itself (own_view); call its "
+                "trainer's evaluate() instead of wrapping it in a LearnedScheduler"
+            )
         self.trainer = trainer
         self.name = name
-        self.shield = getattr(trainer, "shield_name", "none")
-        self.shield_kwargs = dict(getattr(trainer, "shield_kwargs", {}))
-        # learners that read the graph view (tapfinger) get it from run_episode
-        self.needs_graph = bool(getattr(trainer, "needs_graph", False))
-        # learners evaluated with their sampled policy (tapfinger: see its ``eval_sampled``)
-        self.greedy = not bool(getattr(trainer, "eval_sampled", False))
+        self.shield = shield
+        self.shield_kwargs = dict(shield_kwargs or {})
+        self.needs_graph = entry.needs_graph_view
+        self.greedy = not entry.eval_sampled
 
     def reset(self, seed: int | None = None) -> None:
         """Seed a sampled policy's draws from the episode's workload seed (reproducible)."""
@@ -298,31 +311,53 @@ class LearnedScheduler(Scheduler):
         return a, probs
 
 
-def load_policy(path: str) -> tuple[LearnedScheduler, str, dict[str, Any]]:
+def evaluate_trainer(
+    trainer: Any,
+    name: str,
+    scenario: ScenarioHandle,
+    eval_seeds: list[int],
+    episodes: int,
+    shield: str = "none",
+    shield_kwargs: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Evaluate a trained learner of algorithm ``name`` on held-out seeds of ``scenario``.
+
+    Its registry entry decides how: ``own_view`` learners evaluate themselves
+    (:class:`~edgesched.algos.base.OwnViewTrainer`), the others play through the shared
+    multi-agent view behind the run's shield (:class:`LearnedScheduler`).
+    """
+    if get_algorithm(name).own_view:
+        overrides = strict_overrides(dict(scenario.overrides))
+        return trainer.evaluate(scenario.name, overrides, eval_seeds, episodes)
+    policy = LearnedScheduler(scenario.spec, trainer, name, shield, shield_kwargs)
+    return evaluate_scheduler(
+        policy, scenario, None, eval_seeds, episodes, shield=shield, shield_kwargs=shield_kwargs
+    )
+
+
+def load_policy(path: str) -> tuple[Any, str, dict[str, Any]]:
     """Load a run's ``policy.pt`` (the trained actor) behind the policy interface.
 
     The scheduler's ``shield`` and ``shield_kwargs`` attributes name the shield it was
     trained with (``none`` for unshielded learners); evaluate it with the same shield.
+    Learners that evaluate themselves (registry flag ``own_view``) come back as their
+    trainer.
 
     Returns:
         The scheduler, its scenario name and the scenario overrides it was trained with.
     """
     import torch
-    from omegaconf import OmegaConf
-
-    from edgesched.algos import make_trainer
 
     blob = torch.load(path, weights_only=False)
-    scenario = get_scenario(blob["env"])
-    sim = EdgeClusterSim(scenario.config(**blob["overrides"]), scenario_id=scenario.id)
-    spec = EnvSpec.of(sim)
-    algo = OmegaConf.create(blob["algo"])
+    scenario = resolve_scenario(blob["env"], **blob["overrides"])
+    # policy files written before each algorithm had its own config class hold every
+    # algorithm's keys; config_from_dict keeps the ones this algorithm has
+    algo = config_from_dict(blob["algo"])
     shield = blob.get("shield", "none")
     kwargs = blob.get("shield_kwargs", {})
-    trainer = make_trainer(algo.name, algo, spec, 0, shield, kwargs)
+    trainer = make_trainer(algo.name, algo, scenario.spec, 0, shield, kwargs)
     trainer.actor.load_state_dict(blob["actor"])
-    if hasattr(trainer, "evaluate"):  # learners with their own view (dqn_central)
+    if get_algorithm(algo.name).own_view:
         return trainer, blob["env"], blob["overrides"]
-    policy = LearnedScheduler(spec, trainer, algo.name)
-    policy.shield, policy.shield_kwargs = shield, kwargs
+    policy = LearnedScheduler(scenario.spec, trainer, algo.name, shield, kwargs)
     return policy, blob["env"], blob["overrides"]

@@ -32,15 +32,13 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from edgesched.algos import make_trainer
+from edgesched.algos import AlgorithmEntry, config_from_dict, get_algorithm, make_trainer
 from edgesched.algos.common import VecSim
 from edgesched.baselines import make_baseline
-from edgesched.envs.core import EdgeClusterSim
-from edgesched.envs.scenarios import get_scenario
-from edgesched.policy import EnvSpec
+from edgesched.envs.handle import ScenarioHandle, resolve_scenario
 
 from .console import TrainingConsole
-from .evaluation import LearnedScheduler, evaluate_scheduler, make_record, strict_overrides
+from .evaluation import evaluate_scheduler, evaluate_trainer, make_record
 from .io import atomic_write_bytes, atomic_write_json, atomic_write_text, git_commit, write_jsonl
 from .schema import (
     ExperimentConfigError,
@@ -59,11 +57,27 @@ _CONSOLE_KEYS = ("log_every",)
 _CHECKPOINT_KEYS = ("config", "trainer", "vec", "metrics", "env_steps", "wall_time", "finished")
 
 
-def _env_overrides(cfg: DictConfig) -> dict[str, Any]:
-    overrides = scenario_overrides(cfg.env)
-    if cfg.experiment.env_max_slots:
-        overrides["max_slots"] = int(cfg.experiment.env_max_slots)
-    return overrides
+def _resolve(cfg: DictConfig) -> ScenarioHandle:
+    """The run's scenario, resolved once: what records, trainers and evaluation receive."""
+    return resolve_scenario(str(cfg.env.name), **scenario_overrides(cfg.env))
+
+
+def _train_config(cfg: DictConfig, scenario: ScenarioHandle) -> Any:
+    """The training simulators' config: the scenario's, with the run's slot cap."""
+    cap = int(cfg.experiment.env_max_slots)
+    return scenario.config_with(max_slots=cap) if cap else scenario.config
+
+
+def _algo(cfg: DictConfig) -> tuple[AlgorithmEntry, Any]:
+    """The run's registry entry and its typed config.
+
+    ``config.yaml`` files written before each algorithm had its own config class hold
+    every algorithm's keys; :func:`edgesched.algos.config_from_dict` keeps its own.
+    """
+    algo = cfg.algo
+    if isinstance(algo, DictConfig) and OmegaConf.get_type(algo) is dict:
+        algo = OmegaConf.structured(config_from_dict(OmegaConf.to_container(algo, resolve=True)))
+    return get_algorithm(str(algo.name)), algo
 
 
 def _hydra_output_dir() -> Path | None:
@@ -85,6 +99,49 @@ def _hydra_multirun() -> bool:
         return False
 
 
+# Until each algorithm had its own config class, one class held every algorithm's
+# hyperparameters, and a run's config (so its record's config_hash and its checkpoint's
+# resume check) listed them all. These are that class's defaults: the algorithms of that
+# time get them back for the keys their own class lacks, so the hash of a configuration and
+# the resumption of an older checkpoint do not change. Frozen: a new key or algorithm
+# never goes here.
+_LEGACY_ALGO_KEYS: dict[str, Any] = {
+    "lr": 5e-4,
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "clip": 0.2,
+    "epochs": 4,
+    "minibatches": 4,
+    "vf_coef": 0.5,
+    "ent_coef_start": 0.02,
+    "ent_coef_end": 0.002,
+    "max_grad_norm": 0.5,
+    "hidden": [64, 64],
+    "value_norm": True,
+    "collision_penalty": 0.0,
+    "buffer_size": 100_000,
+    "learning_starts": 1_000,
+    "batch_size": 64,
+    "train_freq": 4,
+    "target_update_interval": 2_000,
+    "exploration_fraction": 0.3,
+    "exploration_final_eps": 0.05,
+    "gnn_hidden": 64,
+    "gnn_layers": 2,
+    "gnn_heads": 2,
+    "graph_attention": True,
+    "pointer": True,
+    "team_reward": False,
+    "resource_weight": 1.0,
+    "accuracy_weight": 1.0,
+    "shrink_gain": 0.5,
+    "forecast_window": 10,
+    "forecast_refit": 50,
+    "variant": "",
+}
+_LEGACY_ALGOS = frozenset({"dqn_central", "ippo", "mappo", "rlpto", "srole", "tapfinger"})
+
+
 def _comparable(cfg: DictConfig) -> dict[str, Any]:
     """The configuration that determines the results (record hash, resume check)."""
     c = OmegaConf.to_container(cfg, resolve=True)
@@ -92,6 +149,9 @@ def _comparable(cfg: DictConfig) -> dict[str, Any]:
         c.pop(k, None)
     for k in _CONSOLE_KEYS:
         c.get("experiment", {}).pop(k, None)
+    algo = c.get("algo")
+    if isinstance(algo, dict) and algo.get("name") in _LEGACY_ALGOS:
+        c["algo"] = {"name": algo["name"], **_LEGACY_ALGO_KEYS, **algo}
     return c
 
 
@@ -223,7 +283,9 @@ def _load_checkpoint(path: Path) -> dict[str, Any]:
 class _Logger:
     """Local files always; wandb (offline by default) when ``logger=wandb``."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path, commit: str) -> None:
+    def __init__(
+        self, cfg: DictConfig, scenario: ScenarioHandle, run_dir: Path, commit: str
+    ) -> None:
         self.run = None
         if cfg.logger.name != "wandb":
             return
@@ -240,7 +302,7 @@ class _Logger:
             dir=str(run_dir),
             id=run_id,
             resume="allow",
-            group=get_scenario(cfg.env.name).id,
+            group=scenario.id,
             name=f"{cfg.algo.name}-{cfg.shield.name}-s{cfg.seed}",
             tags=[
                 cfg.algo.name,
@@ -297,12 +359,16 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         # Everything that can reject the configuration (the workload's trace file, the
         # checkpoint) is read before the first file is written.
         torch.set_num_threads(int(exp.threads))
-        scenario = get_scenario(cfg.env.name)
-        sim_cfg = scenario.config(**_env_overrides(cfg))
-        vec = VecSim(sim_cfg, int(exp.num_envs), int(cfg.seed), scenario.id)
-        spec = EnvSpec.of(vec.sims[0])
+        scenario = _resolve(cfg)
+        entry, algo = _algo(cfg)
+        vec = VecSim(_train_config(cfg, scenario), int(exp.num_envs), int(cfg.seed), scenario.id)
         trainer = make_trainer(
-            cfg.algo.name, cfg.algo, spec, int(cfg.seed), cfg.shield.name, shield_kwargs(cfg.shield)
+            entry.name,
+            algo,
+            scenario.spec,
+            int(cfg.seed),
+            cfg.shield.name,
+            shield_kwargs(cfg.shield),
         )
         metrics: list[dict[str, Any]] = []
         env_steps, wall_offset = 0, 0.0
@@ -364,11 +430,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     commit = git_commit()
 
-    if hasattr(trainer, "set_budget"):
+    if entry.uses_budget:
         trainer.set_budget(n_updates * per_update)
     # decisions per env step: every agent (multi-agent learners) or one (the central head)
-    per_step = getattr(trainer, "decisions_per_step", spec.num_agents)
-    logger = _Logger(cfg, run_dir, commit)
+    per_step = 1 if entry.central_head else scenario.spec.num_agents
+    logger = _Logger(cfg, scenario, run_dir, commit)
     t0 = time.perf_counter() - wall_offset
     console.start(trainer.updates, env_steps, wall_offset)
 
@@ -436,8 +502,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         {
             "actor": trainer.actor.state_dict(),
             "algo": OmegaConf.to_container(cfg.algo),
-            "env": cfg.env.name,
-            "overrides": scenario_overrides(cfg.env),
+            "env": scenario.name,
+            "overrides": scenario.overrides_dict(),
             "shield": cfg.shield.name,
             "shield_kwargs": shield_kwargs(cfg.shield),
         },
@@ -445,7 +511,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     )
     atomic_write_bytes(run_dir / "policy.pt", buf.getvalue())
     record = _evaluate_and_record(
-        cfg, spec, trainer, list(exp.eval_seeds), int(exp.eval_episodes), _comparable(cfg)
+        cfg, scenario, trainer, list(exp.eval_seeds), int(exp.eval_episodes), _comparable(cfg)
     )
     record["train"] = {
         "updates": trainer.updates,
@@ -460,30 +526,24 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
 def _evaluate_and_record(
     cfg: DictConfig,
-    spec: EnvSpec,
+    scenario: ScenarioHandle,
     trainer: Any,
     seeds: list[int],
     episodes: int,
     config: dict[str, Any],
 ) -> dict[str, Any]:
     """Evaluate a trained actor on held-out seeds and wrap the result in the common record."""
-    overrides = scenario_overrides(cfg.env)
-    if hasattr(trainer, "evaluate"):  # learners with their own view (dqn_central)
-        result = trainer.evaluate(cfg.env.name, strict_overrides(overrides), seeds, episodes)
-    else:
-        policy = LearnedScheduler(spec, trainer, cfg.algo.name)
-        result = evaluate_scheduler(
-            policy,
-            cfg.env.name,
-            overrides,
-            seeds,
-            episodes,
-            shield=cfg.shield.name,
-            shield_kwargs=shield_kwargs(cfg.shield),
-        )
+    result = evaluate_trainer(
+        trainer,
+        str(cfg.algo.name),
+        scenario,
+        seeds,
+        episodes,
+        shield=cfg.shield.name,
+        shield_kwargs=shield_kwargs(cfg.shield),
+    )
     return make_record(
-        env_name=cfg.env.name,
-        env_overrides=overrides,
+        scenario=scenario,
         algo=algo_label(cfg.algo),
         shield=cfg.shield.name,
         train_seed=int(cfg.seed),
@@ -500,7 +560,8 @@ def evaluate_run(
     """Re-evaluate a run directory's last checkpoint; return the new record.
 
     Writes nothing: the run's own ``eval.json`` (with its ``train`` block) stays as training
-    wrote it, and the caller (``evaluate.py``) decides where the new record goes.
+    wrote it, and the caller (``evaluate.py``) decides where the new record goes. Runs
+    written before each algorithm had its own config class load too.
     """
     import torch
 
@@ -509,16 +570,15 @@ def evaluate_run(
         raise FileNotFoundError(f"run_dir={run_dir!r} holds no {CHECKPOINT}")
     cfg = OmegaConf.load(path / "config.yaml")
     ckpt = torch.load(path / CHECKPOINT, weights_only=False)
-    scenario = get_scenario(cfg.env.name)
-    sim_cfg = scenario.config(**_env_overrides(cfg))
-    spec = EnvSpec.of(EdgeClusterSim(sim_cfg, scenario_id=scenario.id))
+    scenario = _resolve(cfg)
+    entry, algo = _algo(cfg)
     trainer = make_trainer(
-        cfg.algo.name, cfg.algo, spec, int(cfg.seed), cfg.shield.name, shield_kwargs(cfg.shield)
+        entry.name, algo, scenario.spec, int(cfg.seed), cfg.shield.name, shield_kwargs(cfg.shield)
     )
     trainer.load_state_dict(ckpt["trainer"])
     seeds = list(eval_seeds) if eval_seeds is not None else list(cfg.experiment.eval_seeds)
     eps = int(episodes) if episodes is not None else int(cfg.experiment.eval_episodes)
-    return _evaluate_and_record(cfg, spec, trainer, seeds, eps, ckpt["config"])
+    return _evaluate_and_record(cfg, scenario, trainer, seeds, eps, ckpt["config"])
 
 
 def evaluate_baseline(
@@ -538,14 +598,11 @@ def evaluate_baseline(
 
     if shield not in list_shields():
         raise KeyError(f"unknown shield {shield!r}; registered shields: {list_shields()}")
-    scenario = get_scenario(env_name)
-    sim_cfg = scenario.config(**env_overrides)
-    spec = EnvSpec.of(EdgeClusterSim(sim_cfg, scenario_id=scenario.id))
-    policy = make_baseline(name, spec, seed=0)
-    result = evaluate_scheduler(policy, env_name, env_overrides, eval_seeds, episodes, shield)
+    scenario = resolve_scenario(env_name, **env_overrides)
+    policy = make_baseline(name, scenario.spec, seed=0)
+    result = evaluate_scheduler(policy, scenario, None, eval_seeds, episodes, shield)
     record = make_record(
-        env_name=env_name,
-        env_overrides=env_overrides,
+        scenario=scenario,
         algo=name,
         shield=shield,
         train_seed=None,

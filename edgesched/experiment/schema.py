@@ -1,14 +1,15 @@
 """Typed experiment configuration (Hydra structured configs) and its validation.
 
-The dataclasses are registered in Hydra's ConfigStore by :func:`register_configs`, so a
+The dataclasses are registered in Hydra's ConfigStore by :func:`store_schemas`, so a
 misspelled key fails at composition, naming the key. Value ranges are checked by
 :func:`validate` before anything is written, naming the key, the value and what is allowed;
 it also rejects keys that no schema declares (Hydra's ``+key=value`` adds them regardless).
 
-:class:`AlgoConfig` holds the hyperparameters of every algorithm (one type, so records and
-checkpoints of all algorithms share one layout); :data:`ALGO_PARAMS` says which of them each
-algorithm reads, for ``train.py --help`` and for rejecting a command-line setting that the
-chosen algorithm would ignore.
+Each algorithm's hyperparameters are its own config dataclass, named by its registry entry
+(:mod:`edgesched.algos`); :func:`store_schemas` stores each as ``schema/algo/<name>``,
+which ``conf/algo/<name>.yaml`` extends, so Hydra rejects a key the chosen algorithm does not
+have. :func:`algo_params` and :func:`algo_users` read the keys from those classes for
+``train.py --help`` and for its friendlier command-line errors.
 """
 
 from __future__ import annotations
@@ -21,154 +22,50 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from .seeds import MAX_ENV_COPIES, MAX_EVAL_EPISODES, MAX_EVAL_SEED
+from edgesched.algos.base import AlgorithmConfig
+from edgesched.protocol import MAX_ENV_COPIES, MAX_EVAL_EPISODES, MAX_EVAL_SEED
 
 
-@dataclass
-class AlgoConfig:
-    """A learned scheduler's hyperparameters (PPO family; other algorithms add fields).
+def AlgoConfig(name: str, **values: Any) -> AlgorithmConfig:
+    """The config dataclass of algorithm ``name`` (alias of :func:`edgesched.algos.algo_config`).
 
-    Attributes:
-        name: registry key (``edgesched.algos.list_algorithms()``); ``mappo`` has a
-            centralized critic on ``state()``, ``ippo`` a local one.
-        lr: Adam learning rate.
-        gamma: discount per slot.
-        gae_lambda: GAE lambda.
-        clip: PPO ratio clip.
-        epochs: optimisation epochs per update.
-        minibatches: minibatches per epoch.
-        vf_coef: value-loss weight.
-        ent_coef_start: entropy bonus at the first update.
-        ent_coef_end: entropy bonus at the last update (linear schedule).
-        max_grad_norm: gradient clipping norm.
-        hidden: MLP hidden sizes of actor and critic.
-        value_norm: normalize value targets with running statistics (PopArt-style).
-        collision_penalty: reward penalty per agent whose *proposed* placement took part in
-            an action collision (SROLE's learner signal; needs a shield in the loop).
-        buffer_size: DQN replay buffer size (``dqn_central``).
-        learning_starts: DQN decisions before learning starts.
-        batch_size: DQN minibatch size.
-        train_freq: DQN decisions between gradient steps.
-        target_update_interval: DQN decisions between target-network updates.
-        exploration_fraction: DQN share of the budget over which epsilon decays.
-        exploration_final_eps: DQN final epsilon.
-        gnn_hidden: TapFinger embedding width.
-        gnn_layers: TapFinger HGTConv layers.
-        gnn_heads: TapFinger attention heads.
-        graph_attention: TapFinger message passing (false: the no-attention ablation).
-        pointer: TapFinger learned task selection (false: uniform task choice ablation).
-        team_reward: TapFinger learns from the mean of the agents' rewards (cooperative
-            agents) instead of each agent's own reward.
-        resource_weight: RLPTO reward weight of the occupied share of CPU and GPU.
-        accuracy_weight: RLPTO reward weight of the quality gained per slot.
-        shrink_gain: RLPTO's convergence rule: shrink a job (past half its quality) whose
-            quality gain in the last slot fell below this fraction of its own mean gain per
-            slot since it started (its curve has flattened).
-        forecast_window: RLPTO forecaster's window in slots.
-        forecast_refit: RLPTO refits its forecaster every this many updates.
-        variant: label of a configuration variant (an ablation, a tuned setting): records
-            name the entry ``<name>-<variant>`` so it gets its own leaderboard row.
+    The name is that of the one class that held every algorithm's hyperparameters. Each
+    algorithm has its own config class now (``edgesched.algos.<Name>Config``, listed
+    by its registry entry); this keeps ``AlgoConfig(name="mappo", lr=1e-3)`` working.
+
+    Raises:
+        KeyError: unknown algorithm.
+        TypeError: a key the algorithm does not have.
     """
+    from edgesched.algos import algo_config
 
-    name: str = MISSING
-    lr: float = 5e-4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip: float = 0.2
-    epochs: int = 4
-    minibatches: int = 4
-    vf_coef: float = 0.5
-    ent_coef_start: float = 0.02
-    ent_coef_end: float = 0.002
-    max_grad_norm: float = 0.5
-    hidden: list[int] = field(default_factory=lambda: [64, 64])
-    value_norm: bool = True
-    collision_penalty: float = 0.0
-    buffer_size: int = 100_000
-    learning_starts: int = 1_000
-    batch_size: int = 64
-    train_freq: int = 4
-    target_update_interval: int = 2_000
-    exploration_fraction: float = 0.3
-    exploration_final_eps: float = 0.05
-    gnn_hidden: int = 64
-    gnn_layers: int = 2
-    gnn_heads: int = 2
-    graph_attention: bool = True
-    pointer: bool = True
-    team_reward: bool = False
-    resource_weight: float = 1.0
-    accuracy_weight: float = 1.0
-    shrink_gain: float = 0.5
-    forecast_window: int = 10
-    forecast_refit: int = 50
-    variant: str = ""
-
-
-_PPO_PARAMS = (
-    "lr",
-    "gamma",
-    "gae_lambda",
-    "clip",
-    "epochs",
-    "minibatches",
-    "vf_coef",
-    "ent_coef_start",
-    "ent_coef_end",
-    "max_grad_norm",
-    "hidden",
-    "value_norm",
-    "collision_penalty",
-)
-
-ALGO_PARAMS: dict[str, tuple[str, ...]] = {
-    "dqn_central": (
-        "lr",
-        "gamma",
-        "max_grad_norm",
-        "hidden",
-        "buffer_size",
-        "learning_starts",
-        "batch_size",
-        "train_freq",
-        "target_update_interval",
-        "exploration_fraction",
-        "exploration_final_eps",
-    ),
-    "ippo": _PPO_PARAMS,
-    "mappo": _PPO_PARAMS,
-    "rlpto": (
-        *_PPO_PARAMS,
-        "resource_weight",
-        "accuracy_weight",
-        "shrink_gain",
-        "forecast_window",
-        "forecast_refit",
-    ),
-    "srole": _PPO_PARAMS,
-    "tapfinger": (
-        *_PPO_PARAMS,
-        "gnn_hidden",
-        "gnn_layers",
-        "gnn_heads",
-        "graph_attention",
-        "pointer",
-        "team_reward",
-    ),
-}
-"""The :class:`AlgoConfig` fields each algorithm reads, besides ``name`` and ``variant``
-(``conf/algo/<name>.yaml`` sets exactly these)."""
+    return algo_config(name, **values)
 
 
 def algo_params(name: str) -> tuple[str, ...]:
-    """The :class:`AlgoConfig` keys that algorithm ``name`` uses, ``name`` first.
+    """The hyperparameter keys of algorithm ``name``, ``name`` first and ``variant`` last.
+
+    Derived from the algorithm's config class (its registry entry).
 
     Args:
-        name: registered algorithm; an unknown one gets every field (nothing to filter by).
+        name: registered algorithm; an unknown one gets every registered algorithm's keys
+            (nothing to filter by).
     """
-    if name not in ALGO_PARAMS:
-        return tuple(f.name for f in fields(AlgoConfig))
-    return ("name", *ALGO_PARAMS[name], "variant")
+    from edgesched.algos import get_algorithm, list_algorithms
+
+    if name in list_algorithms():
+        return get_algorithm(name).keys
+    every: dict[str, None] = {}
+    for algo in list_algorithms():
+        every |= dict.fromkeys(get_algorithm(algo).keys)
+    return tuple(every)
+
+
+def algo_users(key: str) -> list[str]:
+    """The registered algorithms that have hyperparameter ``key``."""
+    from edgesched.algos import get_algorithm, list_algorithms
+
+    return [a for a in list_algorithms() if key in get_algorithm(a).keys]
 
 
 @dataclass
@@ -324,7 +221,9 @@ class TrainConfig:
     """Top-level configuration composed by ``train.py``.
 
     Attributes:
-        algo: learned scheduler.
+        algo: learned scheduler: the config dataclass of the chosen algorithm
+            (``edgesched.algos.get_algorithm(name).config_class``), composed from
+            ``conf/algo/<name>.yaml``.
         env: scenario.
         shield: collision shield.
         logger: external logger.
@@ -335,7 +234,8 @@ class TrainConfig:
         run_dir: this run's directory (set from Hydra's output directory).
     """
 
-    algo: AlgoConfig = MISSING
+    # typed by the group file's schema (schema/algo/<name>): one class per algorithm
+    algo: Any = MISSING
     env: EnvConfig = MISSING
     shield: ShieldConfig = field(default_factory=ShieldConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
@@ -352,29 +252,42 @@ SCHEMA_GROUP = "schema"
 never offers a schema as an option."""
 
 SCHEMAS: dict[str, type] = {
-    "algo": AlgoConfig,
+    "algo": AlgorithmConfig,
     "env": EnvConfig,
     "shield": ShieldConfig,
     "logger": LoggerConfig,
     "experiment": ExperimentConfig,
 }
-"""Config group -> its schema."""
+"""Config group -> its schema. ``algo`` lists the keys every algorithm has; each algorithm's
+own class is stored as ``schema/algo/<name>`` (:func:`algo_schema`)."""
 
 
-def register_configs() -> None:
-    """Register the schemas in Hydra's ConfigStore (group files are validated against them).
+def algo_schema(name: str) -> type:
+    """The config class of algorithm ``name``, or :class:`AlgorithmConfig` if unknown."""
+    from edgesched.algos import get_algorithm, list_algorithms
 
-    Also registers the resolvers that render ``train.py --help`` (``conf/hydra/help``).
+    return get_algorithm(name).config_class if name in list_algorithms() else AlgorithmConfig
+
+
+def store_schemas() -> None:
+    """Store the schemas in Hydra's ConfigStore (group files are validated against them).
+
+    ``schema/<group>`` for the groups but ``algo``, and ``schema/algo/<name>`` for each
+    registered algorithm's config class. ``train.py`` calls
+    :func:`edgesched.experiment.register_configs`, which also registers the ``--help``
+    resolvers.
     """
     from hydra.core.config_store import ConfigStore
 
-    from .cli import register_help_resolvers
+    from edgesched.algos import get_algorithm, list_algorithms
 
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     for group, node in SCHEMAS.items():
-        cs.store(group=SCHEMA_GROUP, name=group, node=node)
-    register_help_resolvers()
+        if group != "algo":
+            cs.store(group=SCHEMA_GROUP, name=group, node=node)
+    for name in list_algorithms():
+        cs.store(group=f"{SCHEMA_GROUP}/algo", name=name, node=get_algorithm(name).config_class)
 
 
 def closest(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
@@ -384,9 +297,20 @@ def closest(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """Field -> description, read from the ``Attributes:`` section of ``cls``'s docstring."""
+    """Field -> description from the ``Attributes:`` sections of ``cls``'s docstrings.
+
+    A subclass's description of a field wins over its bases' (``SROLEConfig`` redescribes
+    ``collision_penalty``).
+    """
     docs: dict[str, str] = {}
-    lines = (cls.__doc__ or "").splitlines()
+    for klass in reversed(cls.__mro__):
+        docs |= _own_field_docs(klass)
+    return docs
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
+    docs: dict[str, str] = {}
+    lines = (cls.__dict__.get("__doc__") or "").splitlines()
     try:
         start = next(i for i, line in enumerate(lines) if line.strip() == "Attributes:")
     except StopIteration:
@@ -421,18 +345,23 @@ def check_keys(cfg: DictConfig) -> None:
     trace = cfg.get("env", {}).get("trace") if isinstance(cfg.get("env"), DictConfig) else None
     if isinstance(trace, DictConfig):
         nodes.append(("env.trace.", trace, [f.name for f in fields(TraceConfig)]))
-    every_algo_field = [f.name for f in fields(AlgoConfig)]
+    every_algo_field = list(algo_params(""))
     for prefix, node, allowed in nodes:
         for key in node:
-            if key in allowed or (prefix == "algo." and key in every_algo_field):
+            if key in allowed:
                 continue
             guess = closest(str(key), allowed)
-            if guess is None and prefix == "algo.":
-                guess = closest(str(key), every_algo_field)
-            hint = f" did you mean {prefix}{guess}?" if guess else ""
             owner = f"{prefix.rstrip('.')}" if prefix else "the top level"
             if prefix == "algo.":
                 owner = f"algo={cfg.algo.name}"
+                users = algo_users(str(key))
+                if users:  # a real hyperparameter, of other algorithms
+                    raise ExperimentConfigError(
+                        f"algo.{key}: {owner} does not use algo.{key} (a hyperparameter of "
+                        f"{', '.join(users)}); the keys of {owner} are {', '.join(allowed)}"
+                    )
+                guess = guess or closest(str(key), every_algo_field)
+            hint = f" did you mean {prefix}{guess}?" if guess else ""
             raise ExperimentConfigError(
                 f"{prefix}{key} is not a configuration key;{hint} the keys of {owner} are "
                 f"{', '.join(allowed)}"
@@ -448,13 +377,97 @@ def _check(cond: bool, key: str, value: Any, allowed: str) -> None:
         raise ExperimentConfigError(f"{key}={value!r} is not allowed; {allowed}")
 
 
+# Ranges of hyperparameters, by key: each applies to the algorithms whose config class has
+# the key, so a new algorithm reusing a key gets its check for free.
+_OPEN_CLOSED = {
+    "lr": (0.0, 1.0),
+    "gamma": (0.0, 1.0),
+    "gae_lambda": (0.0, 1.0),
+    "clip": (0.0, 10.0),
+    "vf_coef": (0.0, 1e3),
+    "max_grad_norm": (0.0, 1e6),
+}
+_POSITIVE = (
+    "epochs",
+    "minibatches",
+    "buffer_size",
+    "batch_size",
+    "train_freq",
+    "target_update_interval",
+    "forecast_window",
+    "forecast_refit",
+)
+_UNIT = ("exploration_fraction", "exploration_final_eps")
+
+
+def _check_algo(a: DictConfig, shield: str) -> None:
+    """Check the ranges of the hyperparameters algorithm config ``a`` has."""
+    for key, (lo, hi) in _OPEN_CLOSED.items():
+        if key in a:
+            _check(
+                lo < float(a[key]) <= hi, f"algo.{key}", a[key], f"need a number in ({lo}, {hi}]"
+            )
+    for key in _POSITIVE:
+        if key in a:
+            _check(int(a[key]) > 0, f"algo.{key}", a[key], "need a positive integer")
+    if "learning_starts" in a:
+        _check(int(a.learning_starts) >= 0, "algo.learning_starts", a.learning_starts, "need >= 0")
+    for key in _UNIT:
+        if key in a:
+            _check(0.0 <= float(a[key]) <= 1.0, f"algo.{key}", a[key], "need a number in [0, 1]")
+    if "ent_coef_start" in a:
+        _check(
+            float(a.ent_coef_start) >= 0 and float(a.ent_coef_end) >= 0,
+            "algo.ent_coef_*",
+            (a.ent_coef_start, a.ent_coef_end),
+            "need non-negative entropy coefficients",
+        )
+    if "hidden" in a:
+        _check(
+            len(a.hidden) > 0 and all(int(h) > 0 for h in a.hidden),
+            "algo.hidden",
+            list(a.hidden),
+            "need one or more positive layer sizes",
+        )
+    for key in ("gnn_hidden", "gnn_layers", "gnn_heads"):
+        if key in a:
+            low = 0 if key == "gnn_layers" else 1
+            _check(
+                low <= int(a[key]) <= 1024,
+                f"algo.{key}",
+                a[key],
+                f"need an integer in [{low}, 1024]",
+            )
+    if "gnn_hidden" in a and "gnn_heads" in a:
+        _check(
+            int(a.gnn_hidden) % int(a.gnn_heads) == 0,
+            "algo.gnn_hidden",
+            a.gnn_hidden,
+            f"must be divisible by algo.gnn_heads={a.gnn_heads} (HGTConv splits it by head)",
+        )
+    if "collision_penalty" in a:
+        _check(
+            float(a.collision_penalty) == 0.0 or shield != "none",
+            "algo.collision_penalty",
+            a.collision_penalty,
+            "it penalizes proposals a shield corrected, so it needs shield=central|regional "
+            "(without a shield use env.overrides.collision_penalty)",
+        )
+        _check(
+            float(a.collision_penalty) >= 0.0,
+            "algo.collision_penalty",
+            a.collision_penalty,
+            "need a non-negative penalty",
+        )
+
+
 def validate(cfg: DictConfig | TrainConfig) -> None:
     """Check ranges and registry names; raise :class:`ExperimentConfigError` naming the key.
 
     Args:
         cfg: the composed configuration.
     """
-    from edgesched.algos import list_algorithms
+    from edgesched.algos import get_algorithm, list_algorithms
     from edgesched.envs.scenarios import list_scenarios, make_config
     from edgesched.shields import list_shields
 
@@ -471,69 +484,14 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         c.shield.boundary,
         "use optimistic|conservative",
     )
-    _check(
-        not (c.algo.name == "srole" and c.shield.name == "none"),
-        "shield.name",
-        c.shield.name,
-        "srole is MAPPO with a shield in the loop; use shield=central or shield=regional",
-    )
-    _check(
-        not (c.algo.name == "dqn_central" and c.shield.name != "none"),
-        "shield.name",
-        c.shield.name,
-        "dqn_central is one cluster head deciding one task at a time, which cannot collide; "
-        "use shield=none",
-    )
+    # the shield rules live in the registry entries' capability flags, nowhere else
+    problem = get_algorithm(str(c.algo.name)).shield_error(str(c.shield.name), shields)
+    _check(problem is None, "shield.name", c.shield.name, str(problem))
     _check(
         re.fullmatch(r"[a-z0-9_]*", str(c.algo.variant)) is not None,
         "algo.variant",
         c.algo.variant,
         "use lower-case letters, digits and '_' (it becomes part of the entry name)",
-    )
-    _check(
-        not (c.algo.name == "rlpto" and c.shield.name != "none"),
-        "shield.name",
-        c.shield.name,
-        "rlpto places with its priority-queue rule, which a shield cannot rank; use shield=none",
-    )
-    _check(
-        int(c.algo.forecast_window) >= 1 and int(c.algo.forecast_refit) >= 1,
-        "algo.forecast_window",
-        (c.algo.forecast_window, c.algo.forecast_refit),
-        "forecast_window and forecast_refit must be >= 1",
-    )
-    _check(
-        not (c.algo.name == "tapfinger" and c.shield.name != "none"),
-        "shield.name",
-        c.shield.name,
-        "tapfinger resolves task conflicts itself (pointer probability x fit); use shield=none",
-    )
-    for key in ("gnn_hidden", "gnn_layers", "gnn_heads"):
-        low = 0 if key == "gnn_layers" else 1
-        _check(
-            low <= int(c.algo[key]) <= 1024,
-            f"algo.{key}",
-            c.algo[key],
-            f"need an integer in [{low}, 1024]",
-        )
-    _check(
-        int(c.algo.gnn_hidden) % int(c.algo.gnn_heads) == 0,
-        "algo.gnn_hidden",
-        c.algo.gnn_hidden,
-        f"must be divisible by algo.gnn_heads={c.algo.gnn_heads} (HGTConv splits it by head)",
-    )
-    _check(
-        float(c.algo.collision_penalty) == 0.0 or c.shield.name != "none",
-        "algo.collision_penalty",
-        c.algo.collision_penalty,
-        "it penalizes proposals a shield corrected, so it needs shield=central|regional "
-        "(without a shield use env.overrides.collision_penalty)",
-    )
-    _check(
-        float(c.algo.collision_penalty) >= 0.0,
-        "algo.collision_penalty",
-        c.algo.collision_penalty,
-        "need a non-negative penalty",
     )
     _check(c.logger.name in ("none", "wandb"), "logger.name", c.logger.name, "use none|wandb")
     _check(
@@ -576,13 +534,13 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         "experiment.eval_seeds",
         list(e.eval_seeds),
         f"held-out seeds lie in [10000, {MAX_EVAL_SEED}) so their workloads stay disjoint "
-        "from training's (edgesched.experiment.seeds)",
+        "from training's (edgesched.protocol)",
     )
     _check(
         int(e.num_envs) <= MAX_ENV_COPIES,
         "experiment.num_envs",
         e.num_envs,
-        f"need at most {MAX_ENV_COPIES} copies (edgesched.experiment.seeds)",
+        f"need at most {MAX_ENV_COPIES} copies (edgesched.protocol)",
     )
     _check(
         int(e.eval_episodes) <= MAX_EVAL_EPISODES,
@@ -590,46 +548,12 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         e.eval_episodes,
         f"need at most {MAX_EVAL_EPISODES} episodes per held-out seed",
     )
-    a = c.algo
-    for key, lo, hi in (
-        ("lr", 0.0, 1.0),
-        ("gamma", 0.0, 1.0),
-        ("gae_lambda", 0.0, 1.0),
-        ("clip", 0.0, 10.0),
-        ("vf_coef", 0.0, 1e3),
-        ("max_grad_norm", 0.0, 1e6),
-    ):
-        _check(lo < float(a[key]) <= hi, f"algo.{key}", a[key], f"need a number in ({lo}, {hi}]")
-    for key in (
-        "epochs",
-        "minibatches",
-        "buffer_size",
-        "batch_size",
-        "train_freq",
-        "target_update_interval",
-    ):
-        _check(int(a[key]) > 0, f"algo.{key}", a[key], "need a positive integer")
-    _check(int(a.learning_starts) >= 0, "algo.learning_starts", a.learning_starts, "need >= 0")
-    for key in ("exploration_fraction", "exploration_final_eps"):
-        _check(0.0 <= float(a[key]) <= 1.0, f"algo.{key}", a[key], "need a number in [0, 1]")
-    _check(
-        float(a.ent_coef_start) >= 0 and float(a.ent_coef_end) >= 0,
-        "algo.ent_coef_*",
-        (a.ent_coef_start, a.ent_coef_end),
-        "need non-negative entropy coefficients",
-    )
-    _check(
-        len(a.hidden) > 0 and all(int(h) > 0 for h in a.hidden),
-        "algo.hidden",
-        list(a.hidden),
-        "need one or more positive layer sizes",
-    )
+    _check_algo(c.algo, str(c.shield.name))
     _check(
         0 <= int(c.seed) < 10_000,
         "seed",
         c.seed,
-        "need 0 <= seed < 10000 (training workloads derive from it, see "
-        "edgesched.experiment.seeds)",
+        "need 0 <= seed < 10000 (training workloads derive from it, see edgesched.protocol)",
     )
     # the simulator validates the scenario overrides itself, naming the parameter
     try:
