@@ -1,0 +1,203 @@
+"""The package's import graph has no cycle (DESIGN §2, issue 20).
+
+The graph is read from the source (AST), with every import of an ``edgesched`` module,
+function-level imports included: a lazy import still ties the two modules together. Two
+levels are checked: modules, and the units of the package (its subpackages such as
+``edgesched.algos`` and its top-level modules such as ``edgesched.policy``). The root
+``edgesched/__init__.py`` is the public facade that re-exports the units; imports of it are
+left out, since it depends on everything by design.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "edgesched"
+
+# Unit-level edges that close a cycle and live in files this change could not edit (other
+# work on them was under way). Each is (importing module, imported unit): the remedy is to
+# import the seeds and metric names from edgesched.protocol instead of edgesched.experiment.
+PENDING: dict[tuple[str, str], str] = {
+    ("edgesched.algos.common", "edgesched.experiment"): "edgesched/algos/common.py",
+    ("edgesched.algos.dqn_central", "edgesched.experiment"): "edgesched/algos/dqn_central.py",
+    ("edgesched.algos.rlpto.trainer", "edgesched.experiment"): "edgesched/algos/rlpto/trainer.py",
+    # the data registry and the scenarios that read its files
+    ("edgesched.data.cli", "edgesched.envs"): "edgesched/data/cli.py",
+}
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, dict[str, list[int]]]:
+    """Module -> imported ``edgesched`` module -> line numbers (every import in the file)."""
+    graph: dict[str, dict[str, list[int]]] = {}
+    names = graph_names()
+    for path in sorted(PKG.rglob("*.py")):
+        mod = _module(path)
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        edges = graph.setdefault(mod, {})
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    stem = ".".join(base)
+                    if node.module:
+                        targets = [f"{stem}.{node.module}"]
+                    else:  # from . import a, b: each name may be a module
+                        targets = [f"{stem}.{a.name}" for a in node.names]
+                else:
+                    targets = [node.module or ""]
+            else:
+                continue
+            for target in targets:
+                if target == "edgesched" or not target.startswith("edgesched."):
+                    continue
+                edges.setdefault(_known(target, names), []).append(node.lineno)
+    return graph
+
+
+def graph_names() -> set[str]:
+    return {_module(p) for p in PKG.rglob("*.py")}
+
+
+def _known(target: str, names: set[str]) -> str:
+    """The module ``target`` names, or its longest existing prefix (``from m import name``)."""
+    while target not in names and "." in target:
+        target = target.rpartition(".")[0]
+    return target
+
+
+def unit(mod: str) -> str:
+    """``edgesched.algos.mappo`` -> ``edgesched.algos``; ``edgesched.policy`` stays."""
+    return ".".join(mod.split(".")[:2])
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of a directed graph as a node list (first node repeated), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(edges.get(n, ())):
+            if state.get(m) == 1:
+                return [*stack[stack.index(m) :], m]
+            if m not in state and (found := visit(m)):
+                return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(edges):
+        if n not in state and (found := visit(n)):
+            return found
+    return None
+
+
+def unit_edges(skip: dict[tuple[str, str], str]) -> tuple[dict[str, set[str]], dict]:
+    """Unit graph (without ``skip`` edges) and, per unit edge, the imports behind it."""
+    edges: dict[str, set[str]] = {}
+    why: dict[tuple[str, str], list[str]] = {}
+    for mod, targets in import_graph().items():
+        for target, lines in targets.items():
+            a, b = unit(mod), unit(target)
+            if a == b or (mod, b) in skip:
+                continue
+            edges.setdefault(a, set()).add(b)
+            why.setdefault((a, b), []).append(f"{mod}:{lines[0]} -> {target}")
+    return edges, why
+
+
+def _describe(cycle: list[str], why: dict) -> str:
+    steps = [f"{a} -> {b} ({'; '.join(why[(a, b)][:3])})" for a, b in itertools.pairwise(cycle)]
+    return "import cycle: " + " | ".join(steps)
+
+
+def test_the_graph_sees_lazy_and_relative_imports():
+    graph = import_graph()
+    assert "edgesched.algos.mappo" in graph["edgesched.algos"]  # inside a factory function
+    assert "edgesched.experiment.schema" in graph["edgesched.experiment"]  # relative
+    assert "edgesched.protocol" in graph["edgesched.experiment.evaluation"]
+
+
+# Module-level cycles inside the simulator, whose core was being split into phase modules
+# by other work at the time (issue 20, points 1 and 2): checked separately, xfail while any.
+REWRITE_UNIT = "edgesched.envs"
+# Module edges closing a cycle inside one unit, in files this change could not edit.
+PENDING_MODULES: dict[tuple[str, str], str] = {
+    # build renders the studies lazily; studies imports build's table helpers
+    ("edgesched.leaderboard.build", "edgesched.leaderboard.studies"): (
+        "edgesched/leaderboard/build.py (move the shared table helpers to their own module)"
+    ),
+}
+
+
+def _module_edges(inside_rewrite: bool) -> dict[str, set[str]]:
+    """Module graph; only the pending edges (within :data:`REWRITE_UNIT` and
+    :data:`PENDING_MODULES`), or all but those."""
+    edges: dict[str, set[str]] = {}
+    for mod, targets in import_graph().items():
+        for target in targets:
+            within = unit(mod) == unit(target) == REWRITE_UNIT or (mod, target) in PENDING_MODULES
+            pending = (mod, unit(target)) in PENDING  # reported by test_no_cycle_between_units
+            # a submodule importing its own package runs nothing new: Python initialized
+            # the package before the submodule
+            own_package = mod.startswith(target + ".")
+            if target != mod and within == inside_rewrite and not (pending or own_package):
+                edges.setdefault(mod, set()).add(target)
+    return edges
+
+
+def test_no_module_level_cycle():
+    """No module imports itself through others (the simulator's own modules aside)."""
+    cycle = find_cycle(_module_edges(inside_rewrite=False))
+    assert cycle is None, f"module import cycle: {' -> '.join(cycle or [])}"
+
+
+def test_no_module_level_cycle_in_pending_files():
+    """The simulator's own modules and :data:`PENDING_MODULES` (xfail while a cycle is left)."""
+    edges = _module_edges(inside_rewrite=True)
+    for a, b in PENDING_MODULES:
+        edges.setdefault(b, set()).update(t for t in import_graph()[b] if t == a)
+    cycle = find_cycle(edges)
+    if cycle is not None:
+        files = ", ".join(sorted({m.replace(".", "/") + ".py" for m in cycle}))
+        notes = "; ".join(PENDING_MODULES.get((a, b), "") for a, b in itertools.pairwise(cycle))
+        pytest.xfail(f"module import cycle {' -> '.join(cycle)} (in {files}) {notes}".strip())
+
+
+def test_no_cycle_between_units_apart_from_pending_files():
+    """No cycle between subpackages and top-level modules, the listed pending edges aside."""
+    edges, why = unit_edges(PENDING)
+    cycle = find_cycle(edges)
+    assert cycle is None, _describe(cycle, why)
+
+
+def test_no_cycle_between_units():
+    """The whole unit graph, pending edges included (xfail while they exist)."""
+    edges, why = unit_edges({})
+    cycle = find_cycle(edges)
+    if cycle is not None:
+        imports = [w for ws in why.values() for w in ws]
+        files = sorted(
+            {f for (mod, _), f in PENDING.items() if any(w.startswith(mod + ":") for w in imports)}
+        )
+        pytest.xfail(f"{_describe(cycle, why)}; pending in {', '.join(files)}")
+
+
+def test_algorithms_and_experiment_meet_in_protocol():
+    """Seeds and metric names are in edgesched.protocol, which imports no other unit."""
+    graph = import_graph()
+    assert not graph["edgesched.protocol"]
+    for mod in ("edgesched.algos", "edgesched.algos.base"):
+        assert not [t for t in graph[mod] if unit(t) == "edgesched.experiment"], mod
