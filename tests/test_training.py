@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 pytest.importorskip("torch")
 
 from edgesched import ConfigError
-from edgesched.algos import algo_config, get_algorithm, list_algorithms
+from edgesched.algos import AlgorithmConfig, algo_config, get_algorithm, list_algorithms
 from edgesched.experiment import ExperimentConfigError, run
 from edgesched.experiment.schema import EnvConfig, TrainConfig
 
@@ -28,8 +28,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def make_cfg(run_dir: Path, algo: str = "mappo", env: str = "edge10", **exp) -> OmegaConf:
-    cfg = OmegaConf.structured(TrainConfig(algo=algo_config(algo), env=EnvConfig(name=env)))
-    cfg.algo.hidden = [32, 32]
+    # an unregistered name gets the keys every algorithm has (validation must name it)
+    typed = algo_config(algo) if algo in list_algorithms() else AlgorithmConfig(name=algo)
+    cfg = OmegaConf.structured(TrainConfig(algo=typed, env=EnvConfig(name=env)))
+    if "hidden" in cfg.algo:
+        cfg.algo.hidden = [32, 32]
     cfg.experiment.total_env_steps = 64
     cfg.experiment.num_envs = 2
     cfg.experiment.rollout_steps = 16
