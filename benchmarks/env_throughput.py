@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 import edgesched
-from edgesched.envs.batched import BatchedSim
+from edgesched.envs.core import BatchedSim
 from edgesched.envs.core import EdgeClusterSim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

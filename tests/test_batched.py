@@ -1,4 +1,4 @@
-"""The batched array path: copy ``b`` of a BatchedSim is a single EdgeClusterSim, bit for bit.
+"""The batched simulator: copy ``b`` of ``EdgeClusterSim(copies=B)`` is a lone one, bit for bit.
 
 Each test steps a :class:`BatchedSim` and one :class:`EdgeClusterSim` per copy in lockstep,
 with the same seeds and the same random joint actions, and requires identical observations,
@@ -29,7 +29,10 @@ from edgesched.envs.topology import build_cluster
 class Lockstep:
     """A BatchedSim and its copies' single simulators, checked against each other."""
 
-    def __init__(self, cfg, copies: int, seeds: list[int], action_seed: int = 0) -> None:
+    def __init__(
+        self, cfg, copies: int, seeds: list[int], action_seed: int = 0, resize: bool = False
+    ) -> None:
+        self.resize = resize
         cluster = build_cluster(cfg)
         self.bs = BatchedSim(cfg, copies, cluster)
         self.singles = [EdgeClusterSim(cfg, cluster) for _ in range(copies)]
@@ -54,7 +57,19 @@ class Lockstep:
         self.bs.reset_copy(b, seed)
         self.singles[b].reset(seed)
 
+    def resize_running(self) -> None:
+        """Random resizes of every copy's running jobs, on both sides (union vs local ids)."""
+        jc = self.bs.job_capacity
+        for b, sim in enumerate(self.singles):
+            local = np.sort(sim.running)
+            delta = self.rng.integers(-1, 2, size=len(local))
+            changed = self.bs.resize(local + b * jc, delta)
+            np.testing.assert_array_equal(changed, sim.resize(local, delta))
+        self.check_views()
+
     def step(self, masked: bool = True) -> None:
+        if self.resize:
+            self.resize_running()
         mask = self.bs.mask_batched
         if masked:
             act = (self.rng.random(mask.shape) * mask).argmax(axis=2)
@@ -72,7 +87,13 @@ class Lockstep:
         for b in done:
             metrics = self.singles[b].episode_metrics()
             np.testing.assert_equal(self.bs.episode_metrics_of(b), metrics)
-            for k in ("collisions_proposed", "rejected_placements", "task_conflicts"):
+            for k in (
+                "collisions_proposed",
+                "rejected_placements",
+                "task_conflicts",
+                "resized_up",
+                "resized_down",
+            ):
                 self.totals[k] = self.totals.get(k, 0) + metrics[k]
             self.episodes += 1
         # several finished copies restart together (reset_copies); a lone one by reset_copy
@@ -100,10 +121,6 @@ def _stepped_out(name: str) -> dict:
 @pytest.mark.parametrize("name", scenario_params())
 def test_every_scenario_matches_single_simulators(name: str) -> None:
     cfg = make_config(name, **_stepped_out(name))
-    if cfg.obs_delay:
-        with pytest.raises(ConfigError, match="obs_delay"):
-            BatchedSim(cfg, 2)
-        return
     episodes = Lockstep(cfg, 3, [1, 2, 3]).run(100)
     assert episodes >= 6
 
@@ -121,12 +138,18 @@ def test_every_scenario_matches_single_simulators(name: str) -> None:
         ({"priority_aging_slots": 3, "arrival_rate": 0.6}, ()),
         ({"advance": "when_idle"}, ()),
         ({"straggler_scale": 2.0, "sync_mix": (("ps", 0.5), ("allreduce", 0.5))}, ()),
+        ({"obs_delay": 3}, ()),
+        ({"obs_delay": 2, "advance": "when_idle"}, ()),
+        ({"resize": True}, ("resized_down", "resized_up")),
+        ({"resize": True, "sync_mix": (("edgegossip", 1.0),)}, ("resized_down",)),
     ],
     ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) if isinstance(o, dict) else "",
 )
 def test_options_match_single_simulators(overrides: dict, exercised: tuple[str, ...]) -> None:
+    overrides = dict(overrides)
+    resize = overrides.pop("resize", False)
     cfg = make_config("edge10", max_steps=60, **overrides)
-    lock = Lockstep(cfg, 4, [5, 6, 7, 8])
+    lock = Lockstep(cfg, 4, [5, 6, 7, 8], resize=resize)
     assert lock.run(200) >= 8
     for counter in exercised:
         assert lock.totals[counter] > 0, counter
@@ -137,7 +160,7 @@ def test_invalid_actions_are_deferred_and_counted_per_copy() -> None:
     lock = Lockstep(cfg, 3, [0, 1, 2])
     lock.run(150, masked=False)
     assert lock.episodes >= 3
-    assert lock.bs.copy_sim(0).counters.invalid_actions > 0
+    assert sum(lock.bs.counters_of(b).invalid_actions for b in range(3)) > 0
 
 
 def test_a_larger_workload_lays_the_copies_out_again() -> None:
@@ -201,8 +224,6 @@ def test_bad_input_is_rejected_with_its_name() -> None:
     cfg = make_config("edge10")
     with pytest.raises(ConfigError, match=r"copies=0: need an integer >= 1"):
         BatchedSim(cfg, 0)
-    with pytest.raises(ConfigError, match="obs_delay=2"):
-        BatchedSim(make_config("edge10", obs_delay=2), 2)
     bs = BatchedSim(make_config("edge10", max_steps=1), 2)
     with pytest.raises(ValueError, match="seeds has 3 entries; need copies=2"):
         bs.reset(seeds=[1, 2, 3])
@@ -221,7 +242,36 @@ def test_bad_input_is_rejected_with_its_name() -> None:
         bs.step(np.zeros((2, 10), dtype=np.int64))
     with pytest.raises(TypeError, match="one clock per copy"):
         _ = bs.t
-    with pytest.raises(TypeError, match="episode_metrics_of"):
+    with pytest.raises(TypeError, match="one episode per copy: pass b"):
         bs.episode_metrics()
-    with pytest.raises(NotImplementedError, match="resize"):
-        bs.resize(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    with pytest.raises(TypeError, match="counters_of"):
+        _ = bs.counters
+
+
+def test_one_copy_is_a_lone_simulator() -> None:
+    cfg = make_config("edge10", max_steps=50)
+    lone, one = EdgeClusterSim(cfg), EdgeClusterSim(cfg, copies=1)
+    lone.reset(4)
+    one.reset(seeds=[4])
+    rng = np.random.default_rng(0)
+    for _ in range(120):
+        act = (rng.random(lone.mask.shape) * lone.mask).argmax(axis=1)
+        r1, _ = lone.step(act)
+        r2, _ = one.step(act[None])
+        np.testing.assert_array_equal(r2[0], r1)
+        np.testing.assert_array_equal(one.state()[0], lone.state())
+        if lone.terminated or lone.truncated:
+            assert one.truncated[0] == lone.truncated
+            np.testing.assert_equal(one.episode_metrics(0), lone.episode_metrics())
+            lone.reset(9)
+            one.reset_copy(0, 9)
+
+
+def test_memory_grows_with_copies_times_nodes_squared() -> None:
+    """No array of the batched state is as large as (B*N)**2 (the old tiled link matrices)."""
+    copies, n = 64, 50
+    bs = BatchedSim(make_config("edge50"), copies)
+    bs.reset(seed=0)
+    biggest = max((v.size for v in vars(bs).values() if isinstance(v, np.ndarray)), default=0)
+    assert biggest < (copies * n) ** 2 // 8
+    assert bs.cluster.pair_bw.shape == (n, n)

@@ -20,7 +20,8 @@ from edgesched.envs.config import (
     MAX_EXPECTED_JOBS,
     MAX_JOB_ARRAY_BYTES,
 )
-from edgesched.envs.core import DONE, InvalidActionError, _accuracy_stop_u
+from edgesched.envs.core import DONE, InvalidActionError
+from edgesched.envs.progress import accuracy_stop_u as _accuracy_stop_u
 from edgesched.envs.workloads import TraceFormatError, detect_format, read_trace
 
 # ------------------------------------------------------------------ 1. trace encodings
@@ -127,7 +128,7 @@ def test_a_smallest_scale_no_tier_can_host_is_rejected_with_the_allowed_range():
 def _hostable_in_sim(cfg: SimConfig) -> bool:
     """Whether, by the simulator's own tables, every model has a level some node can host."""
     sim = EdgeClusterSim(cfg)
-    alloc, ok, _ = sim._model_alloc_tables()
+    alloc, ok = sim._m_alloc, sim._m_ok
     fits = (alloc[:, :, None, :] <= sim.capacity[None, None] + 1e-9).all(-1) & ok[:, :, None]
     return bool(fits.any(axis=(1, 2)).all())
 
@@ -210,7 +211,7 @@ def test_a_stop_threshold_above_the_curves_peak_gain_is_rejected():
 
 def test_the_stop_point_is_where_the_simulators_gain_first_drops_below_the_threshold():
     sim = EdgeClusterSim(make_config("edge10"))
-    k, q90f = sim._convk, sim._q90f
+    k, q90f = sim.progress_model.convk, sim.progress_model.q90f
     for g in (0.001, 0.01, 0.05, 0.1):
         u = _accuracy_stop_u(k, q90f, g)
         gain = lambda v: 0.1 * k * q90f * v ** (1 - 1 / k) * np.exp(-v)  # noqa: E731

@@ -175,14 +175,14 @@ def test_simulator_replays_the_trace_window_exactly(tmp_path):
 def test_random_windows_are_seeded_and_differ_between_seeds():
     sim = _trace_sim(PHILLY, arrival_slots=2)
     sim.reset(1)
-    a = (sim.trace_window_start, sim.j_arrival.copy())
+    a = (sim.workload().trace_window_start, sim.j_arrival.copy())
     sim.reset(1)
-    assert sim.trace_window_start == a[0]
+    assert sim.workload().trace_window_start == a[0]
     np.testing.assert_array_equal(sim.j_arrival, a[1])
     starts = set()
     for seed in range(5):
         sim.reset(seed)
-        starts.add(sim.trace_window_start)
+        starts.add(sim.workload().trace_window_start)
     assert len(starts) == 5
 
 

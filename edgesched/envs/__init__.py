@@ -1,10 +1,9 @@
 """The edgesched simulator and its API views (numpy only; no torch here)."""
 
-from .batched import BatchedSim, make_batched
 from .catalog import hardware_tiers, model_catalog
 from .central import EdgeSchedCentralEnv
 from .config import ConfigError, SimConfig
-from .core import EdgeClusterSim, InvalidActionError
+from .core import BatchedSim, EdgeClusterSim, InvalidActionError, make_batched
 from .parallel import EdgeSchedParallelEnv, make_aec, make_parallel
 from .scenarios import (
     DataRequirement,

@@ -138,7 +138,7 @@ class EdgeSchedCentralEnv(gym.Env):
     def _new_round(self) -> None:
         sim = self.sim
         queued = np.flatnonzero(sim.status == QUEUED)
-        key = sim.j_key[queued]
+        key = sim.j_key_of(queued)
         every = sim.cfg.priority_aging_slots
         if every:
             # the aged class the multi-agent queues use (EdgeClusterSim._age_queues)
@@ -216,8 +216,7 @@ class EdgeSchedCentralEnv(gym.Env):
         sim = self.sim
         reward = 0.0
         while self._cursor >= len(self._round) and not (sim.terminated or sim.truncated):
-            reward += float(sim.advance_clock().sum())
-            sim._check_end()
+            reward += sim.advance()
             self._new_round()
         return reward
 
@@ -249,7 +248,7 @@ class EdgeSchedCentralEnv(gym.Env):
                     f"allowed now: {np.flatnonzero(mask).tolist()[:20]} (action space "
                     f"0..{len(mask) - 1}; invalid_action='defer' would pass over the job)"
                 )
-            sim.counters.invalid_actions += 1
+            sim.count_invalid(np.array([0]))
             info["invalid_actions"] = 1
             a = 0
         t0 = sim.t

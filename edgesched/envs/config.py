@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .catalog import MODEL_REQUIREMENTS, hardware_tiers
+from .errors import ConfigError
+from .progress import TAPFINGER_MIN_DEMAND, list_progress_models
 
 COLLISION_MODES = ("overload", "reject")
 REWARD_MODES = ("local", "team")
@@ -23,7 +25,6 @@ VISIBILITY_MODES = ("home", "shared")
 INVALID_ACTION_MODES = ("raise", "defer")
 TOPOLOGY_KINDS = ("geometric", "eua", "full")
 ARRIVAL_SCOPES = ("node", "cluster")
-PROGRESS_MODELS = ("profile", "tapfinger")
 CONFLICT_RULES = ("random", "fit")
 ALLOC_MODES = ("scale", "grid")
 TRACE_FORMAT_CHOICES = ("auto", "philly", "pollux", "alibaba")
@@ -47,10 +48,6 @@ EDGEGOSSIP_MAX_MIN_GAIN = 0.1
 > 1) peaks at its inflection: 0.134 for ncf, 0.144 for deepspeech2, 0.155 for bert. A threshold
 above a model's peak stops every job of it at the inflection (quality 0.18-0.49), whatever
 its target, so the stop no longer measures flattening gains; 0.1 keeps a margin below 0.134."""
-
-
-class ConfigError(ValueError):
-    """A scenario parameter is unknown or outside its allowed range."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,7 +266,7 @@ class SimConfig:
         _choice("invalid_action", self.invalid_action, INVALID_ACTION_MODES)
         _choice("topology", self.topology, TOPOLOGY_KINDS)
         _choice("arrival_scope", self.arrival_scope, ARRIVAL_SCOPES)
-        _choice("progress_model", self.progress_model, PROGRESS_MODELS)
+        _choice("progress_model", self.progress_model, tuple(list_progress_models()))
         _choice("conflict_rule", self.conflict_rule, CONFLICT_RULES)
         _choice("alloc_mode", self.alloc_mode, ALLOC_MODES)
         _choice("trace_format", self.trace_format, TRACE_FORMAT_CHOICES)
@@ -460,7 +457,6 @@ class SimConfig:
             return
         if self.progress_model == "tapfinger":
             # lazy: core imports this module
-            from .core import TAPFINGER_MIN_DEMAND
 
             demand = {name: tuple(TAPFINGER_MIN_DEMAND) for name, _ in self.models}
         else:

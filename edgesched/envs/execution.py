@@ -1,0 +1,309 @@
+"""Execution: the clock. One slot of progress, completions, contention, arrivals, resizing.
+
+Per slot and copy: each agent is charged its jobs in the system (the JCT reward); each
+running job advances by its progress model (``progress`` registry) at the speed of its
+placement, slowed on overloaded nodes (:meth:`ExecutionMixin.contention`), by stragglers and
+by synchronization; finished jobs release their resources; the clock moves and the next
+slot's jobs arrive.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .catalog import straggler_model
+from .placement import has_duplicates
+
+RUNNING, DONE = 2, 3
+_STRAGGLER_BATCH = 1 << 14
+
+
+class ExecutionMixin:
+    """Progress, completion and resizing of :class:`~edgesched.envs.core.EdgeClusterSim`.
+
+    State written: ``progress``, ``quality``, ``status``, ``start_slot``, ``finish_slot``,
+    ``sync_time``, ``running``, the clocks ``tc``; releases ``used``/``node_workers``.
+    """
+
+    _straggler = straggler_model()
+
+    # ------------------------------------------------------------------ start
+    def _start(self, jobs: np.ndarray) -> None:
+        """Jobs whose last worker was placed start running."""
+        self.status[jobs] = RUNNING
+        self.start_slot[jobs] = self._slot_of(jobs)
+        if self._any_balance:
+            bal = jobs[self._balance[self.j_sync[jobs]] & (self.j_workers[jobs] > 1)]
+            for j in bal.tolist():
+                # EdgeGossip: data shares proportional to speed even out iteration times
+                w = int(self.j_workers[j])
+                t = self.w_iter0[j, :w]
+                self.w_iter0[j, :w] = w / np.sum(1.0 / t)
+        self.running = np.concatenate([self.running, jobs])
+        if not self.progress_model.single_worker:
+            multi = jobs[self.j_workers[jobs] > 1]
+            if len(multi):
+                self._set_sync_time(multi)
+        self._drop_from_queues()
+
+    def _set_sync_time(self, jobs: np.ndarray) -> None:
+        """Per-iteration synchronization seconds of multi-worker ``jobs`` (their scheme's)."""
+        # Sync time depends only on (scheme, model, worker nodes) on a static topology, and
+        # placements repeat, so a memo saves the vectorized call for one job. Nodes are
+        # looked up in the copy's own cluster (local ids).
+        cache = self._sync_cache
+        n = self.agents_per_copy
+        local = self.w_node[jobs]
+        local = np.where(local >= 0, local % n, -1)
+        mb = self.progress_model.mb
+        for j, sid, m, row in zip(
+            jobs.tolist(),
+            self.j_sync[jobs].tolist(),
+            self.j_model[jobs].tolist(),
+            local.tolist(),
+            strict=True,
+        ):
+            key = (sid, m, *row)
+            t = cache.get(key)
+            if t is None:
+                nodes = np.array([row])
+                t = cache[key] = float(
+                    self._sync[sid].sync_time(
+                        nodes,
+                        nodes >= 0,
+                        mb[m : m + 1],
+                        self.cluster.pair_bw,
+                        self.cluster.pair_lat,
+                    )[0]
+                )
+            self.sync_time[j] = t
+
+    def occupied_share(self) -> float | np.ndarray:
+        """Allocated share of the cluster's CPUs and GPUs (mean of the two; overload capped).
+
+        RLPTO's "resources occupied": ``sum_n min(used, capacity) / sum_n capacity``; a float
+        for a lone simulator, (B,) batched.
+        """
+        b = self.copies
+        held = np.minimum(self.used[:, :2], self._cap2).reshape(b, self.agents_per_copy, 2)
+        held = np.add.reduce(held, axis=1) / self._cap2_total
+        share = (held[:, 0] + held[:, 1]) / 2.0  # == .mean() of the two, without its overhead
+        return float(share[0]) if self.lone else share
+
+    # ------------------------------------------------------------------ resizing
+    def resize(self, jobs: np.ndarray, delta: np.ndarray) -> np.ndarray:
+        """Move every worker of running jobs one allocation level down or up, in place.
+
+        The elastic-resource operation of RLPTO (DESIGN §4.1): a converging job's workers
+        shrink to the next lower level of ``alloc_scales`` and free resources for others; a
+        job may grow to the next higher level if every one of its nodes has the free
+        capacity. A worker already at the lowest (highest) level does not move. Iteration
+        times are recomputed from the new allocation; the job's progress is kept.
+        ``alloc_mode='grid'`` has no ordered levels: nothing is resized there. Batched, job
+        ids are those of the union (copy ``b``'s start at ``b * job_capacity``).
+
+        Args:
+            jobs: running job ids (each at most once).
+            delta: -1 (shrink), 0 or +1 (grow) per job.
+
+        Returns:
+            (len(jobs),) bool, whether the job's allocation changed.
+
+        Raises:
+            ValueError: a job is not running, appears twice, or a delta is not -1, 0, 1.
+        """
+        jobs = np.asarray(jobs, dtype=np.int64)
+        delta = np.asarray(delta, dtype=np.int64)
+        changed = np.zeros(len(jobs), dtype=bool)
+        if len(jobs) == 0 or self._grid:
+            return changed
+        if jobs.shape != delta.shape or not np.isin(delta, (-1, 0, 1)).all():
+            raise ValueError(f"delta={delta.tolist()}: need one of -1, 0, 1 per job")
+        if (self.status[jobs] != RUNNING).any() or has_duplicates(jobs):
+            raise ValueError(f"jobs={jobs.tolist()}: need distinct running jobs")
+        top = self.num_levels - 1
+        for i, (j, d) in enumerate(zip(jobs.tolist(), delta.tolist(), strict=True)):
+            if d == 0:
+                continue
+            w = int(self.j_workers[j])
+            nodes = self.w_node[j, :w]
+            new = np.clip(self.w_level[j, :w] + d, 0, top)
+            if (new == self.w_level[j, :w]).all():
+                continue
+            alloc = self.j_alloc[j, new]
+            diff = alloc - self.w_alloc[j, :w]
+            if d > 0:
+                # Checked over every node of the job's copy, not only the job's nodes: an
+                # overloaded node elsewhere (negative free capacity) also refuses the growth.
+                # That is v0's rule, kept so trajectories stay identical.
+                n = self.agents_per_copy
+                ag = slice(j // self._job_capacity * n, (j // self._job_capacity + 1) * n)
+                need = np.zeros((n, 3))
+                np.add.at(need, nodes - ag.start, diff)
+                if (need > self.capacity[ag] - self.used[ag] + 1e-9).any():
+                    continue  # some node cannot host the larger allocation
+            np.add.at(self.used, nodes, diff)
+            self.w_alloc[j, :w] = alloc
+            self.w_level[j, :w] = new
+            t = self.progress_model.iteration_seconds(self, np.full(w, j), new, nodes)
+            if self._balance[self.j_sync[j]] and w > 1:
+                t = np.full(w, w / np.sum(1.0 / t))  # EdgeGossip keeps shares balanced
+            self.w_iter0[j, :w] = t
+            changed[i] = True
+            self._count(
+                "resized_up" if d > 0 else "resized_down", jobs[i : i + 1], self._job_capacity
+            )
+        if changed.any():
+            self._refresh()
+        return changed
+
+    # ------------------------------------------------------------------ clock
+    def contention(self, ratio: np.ndarray | None = None) -> np.ndarray:
+        """Per-node slowdown: oversubscription ** contention_exponent (1 when within capacity).
+
+        Oversubscription is the largest ratio of used to capacity over the resources; a node
+        at 150% of its GPUs time-shares them, so each task runs 1.5x slower (exponent 1).
+
+        Args:
+            ratio: ``used / capacity`` per node and resource, if the caller has it already.
+        """
+        if ratio is None:
+            ratio = self.used * self._inv_cap
+        ratio = np.maximum(np.maximum.reduce(ratio, axis=1), 1.0)
+        if self.cfg.contention_exponent != 1.0:
+            ratio **= self.cfg.contention_exponent
+        return ratio
+
+    def _in_system(self) -> np.ndarray:
+        """Jobs in the system per agent (Little's law: their sum over slots is the total JCT).
+
+        A queued job counts once, for its home agent, even when several agents see it (shared
+        visibility); a running job counts for the agent that placed it.
+        """
+        self._update_qlen()
+        n = self.num_agents
+        if not self._shared:
+            queued = self.qlen
+        else:
+            queued = np.bincount(self.j_home[self.status == 1], minlength=n)
+        return queued + np.bincount(self.owner[self.running], minlength=n)
+
+    def _copy_mean(self, x: np.ndarray) -> np.ndarray:
+        """Each agent gets its copy's per-agent mean of ``x`` (the team reward, per copy)."""
+        n = self.agents_per_copy
+        if self.copies == 1:
+            return np.full(n, x.sum() / n)
+        return (x.reshape(self.copies, n).sum(axis=1) / n)[self._agent_copy]
+
+    def advance_clock(self, adv: np.ndarray) -> np.ndarray:
+        """Run one slot in the copies where bool (B,) ``adv`` holds; rewards (agents,)."""
+        cfg = self.cfg
+        na, nb, jc = self.num_agents, self.copies, self._job_capacity
+        every = nb == 1 or bool(adv.all())
+        adv_a = None if every else adv[self._agent_copy]
+        team = cfg.reward_mode == "team"
+        in_sys = self._in_system()
+        rewards = -(self._copy_mean(in_sys) if team else in_sys.astype(np.float64))
+        ratio = self.used * self._inv_cap  # shared by the contention and utilization terms
+        cont = self.contention(ratio)
+        over = cont > 1.0
+        if adv_a is not None:
+            rewards = np.where(adv_a, rewards, 0.0)
+            over &= adv_a
+        n_over = int(np.count_nonzero(over))
+        if n_over:
+            self._count("overload_node_slots", np.flatnonzero(over), self.agents_per_copy)
+        # ufunc reductions called directly: .sum()/.max() add a Python wrapper per call
+        util = np.add.reduce(np.minimum(ratio[:, :2], 1.0), axis=1) * 0.5  # mean of CPU, GPU
+        share = self.occupied_share()
+        if adv_a is None:
+            self._util_sum += util
+            self._occupied_sum += share
+        else:
+            np.add(self._util_sum, util, out=self._util_sum, where=adv_a)
+            np.add(self._occupied_sum, share, out=self._occupied_sum, where=adv)
+        running = self.running if every else self.running[adv[self.running // jc]]
+        if len(running):
+            gain = self._progress(running, cont if n_over else None)
+            if cfg.accuracy_gain_weight:
+                acc = np.zeros(na)
+                np.add.at(acc, self.owner[running], gain)
+                rewards += cfg.accuracy_gain_weight * (self._copy_mean(acc) if team else acc)
+        if cfg.resource_cost_weight:
+            share_a = np.zeros(na)
+            # the jobs that ran this slot, finished ones included
+            if len(running):
+                res = (self.w_alloc[running, :, :2] / self._cap_max[:2]).sum(axis=(1, 2))
+                np.add.at(share_a, self.owner[running], res)
+            rewards -= cfg.resource_cost_weight * (self._copy_mean(share_a) if team else share_a)
+        self.tc += adv
+        self._adv_since_snapshot |= adv
+        if cfg.priority_aging_slots and len(self.q_job):
+            self._age_queues(cfg.priority_aging_slots)
+        arriving = adv & (self.tc < cfg.arrival_slots)
+        if np.count_nonzero(arriving):
+            self._enqueue_copies(np.flatnonzero(arriving))
+        return rewards
+
+    def _progress(self, running: np.ndarray, cont: np.ndarray | None) -> np.ndarray | None:
+        """Advance running jobs by one slot; complete and release finished ones.
+
+        Args:
+            running: ids of the running jobs of the advancing copies.
+            cont: per-node contention factors, or ``None`` when no node is overloaded.
+
+        Returns:
+            The gain in normalized quality of each running job when the accuracy-gain reward
+            is on, else ``None`` (saves work on the hot path).
+        """
+        nodes = self.w_node[running]
+        q0 = self.quality[running] if self.cfg.accuracy_gain_weight else None
+        self._strag_rows = running
+        q, done = self.progress_model.advance(self, running, nodes, cont)
+        self.quality[running] = q
+        if np.count_nonzero(done):
+            fin = running[done]
+            self.status[fin] = DONE
+            self._tally(self._n_done_c, fin, self._job_capacity)
+            self.finish_slot[fin] = self._slot_of(fin) + 1
+            fnodes = nodes[done]
+            fv = fnodes >= 0
+            fnodes = fnodes[fv]
+            np.subtract.at(self.used, fnodes, self.w_alloc[fin][fv])
+            np.subtract.at(self.node_workers, fnodes, 1.0)
+            self.running = self.running[self.status[self.running] == RUNNING]
+        return None if q0 is None else q - q0
+
+    def draw_stragglers(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Per-worker slowdown factors (>= 1) for one slot of the jobs being advanced.
+
+        One draw per worker and slot stands for the slot's persistent slowdown of that worker.
+        Draws come from a per-copy buffer refilled in large batches from the copy's
+        generator: every draw is used once, in order, so this is the same i.i.d. sequence as
+        drawing per slot, at a fraction of numpy's per-call cost. Batched, each copy draws
+        its own jobs' rows (as wide as its widest job) exactly as it would alone.
+        """
+        if self.copies == 1:
+            return self._draw_from(0, shape)
+        rows = self._strag_rows // self._job_capacity
+        out = np.ones(shape)
+        for b in np.unique(rows).tolist():
+            sel = rows == b
+            mw = self._wl[b].max_workers
+            out[sel, :mw] = self._draw_from(b, (int(np.count_nonzero(sel)), mw))
+        return out
+
+    def _draw_from(self, b: int, shape: tuple[int, ...]) -> np.ndarray:
+        n = shape[0] * shape[1] if len(shape) == 2 else int(np.prod(shape))
+        buf, pos = self._strag_buf[b], self._strag_pos[b]
+        if pos + n > len(buf):
+            fresh = self._straggler.sample(
+                self.rngs[b],
+                max(_STRAGGLER_BATCH, n),
+                self.cfg.straggler_scale,
+                self.cfg.straggler_prob_scale,
+            )
+            buf = self._strag_buf[b] = np.concatenate([buf[pos:], fresh])
+            pos = 0
+        self._strag_pos[b] = pos + n
+        return buf[pos : pos + n].reshape(shape)

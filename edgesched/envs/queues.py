@@ -1,0 +1,92 @@
+"""Per-agent job queues: one sorted array of (agent, job) entries for every copy.
+
+All queue entries of all copies live in one array sorted by a composite key
+``agent * key_span + job_key`` (agent ids are global: copy ``b``'s agents come after copy
+``b-1``'s), so each agent's queue is a contiguous range found by binary search, in priority
+class then arrival order (or aged class, ``priority_aging_slots``). This is cheaper than
+per-agent buffers in numpy. A job visible to several agents (shared visibility) has one
+entry per agent; it leaves every queue once all its workers are placed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+QUEUED = 1
+
+
+class QueueMixin:
+    """Queue operations of :class:`~edgesched.envs.core.EdgeClusterSim`.
+
+    State owned: ``q_ck``, ``q_job`` (sorted entries), ``qlen`` and ``_q_start`` (per agent),
+    ``_queue_dirty``; arrival schedules ``_vis_job``, ``_vis_ck``, ``_vis_ptr`` per copy.
+    """
+
+    def _slot_of(self, jobs: np.ndarray) -> int | np.ndarray:
+        """Current slot of each job's copy (a lone simulator: its clock, as an int)."""
+        if self.copies == 1:
+            return int(self.tc[0])
+        # -1 (empty pending slot) reads the last copy's clock; its arrival is +inf anyway
+        return self.tc[jobs // self._job_capacity]
+
+    def _enqueue_copies(self, copies: np.ndarray) -> None:
+        """Queue the jobs arriving at the current slot of each of ``copies``."""
+        jobs, keys = [], []
+        for c in copies.tolist():
+            t = int(self.tc[c])
+            ptr = self._vis_ptr[c]
+            lo, hi = ptr[t], ptr[t + 1]
+            if hi > lo:
+                jobs.append(self._vis_job[c][lo:hi])
+                keys.append(self._vis_ck[c][lo:hi])
+        if len(jobs) == 1:
+            self._enqueue(jobs[0], keys[0])
+        elif jobs:
+            self._enqueue(np.concatenate(jobs), np.concatenate(keys))
+
+    def _enqueue(self, jobs: np.ndarray, keys: np.ndarray) -> None:
+        """Queue the (agent, job) pairs of arriving ``jobs`` under their queue ``keys``."""
+        self.status[jobs] = QUEUED
+        ck = np.concatenate([self.q_ck, keys])
+        order = np.argsort(ck, kind="stable")
+        self.q_ck = ck[order]
+        self.q_job = np.concatenate([self.q_job, jobs])[order]
+        self._queue_dirty = True
+
+    def _drop_from_queues(self) -> None:
+        """Remove fully placed jobs from every queue that holds them."""
+        keep = self.status[self.q_job] == QUEUED
+        self.q_ck, self.q_job = self.q_ck[keep], self.q_job[keep]
+        self._queue_dirty = True
+
+    def queued_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """All queue entries as (agent, job) arrays, each agent's in priority order."""
+        return self.q_ck // self._key_span, self.q_job
+
+    def _update_qlen(self) -> None:
+        if not self._queue_dirty:
+            return
+        bounds = self.q_ck.searchsorted(self._agent_bounds)
+        self._q_start = bounds[:-1]
+        self.qlen = bounds[1:] - bounds[:-1]
+        self._queue_dirty = False
+
+    def _age_queues(self, every: int) -> None:
+        """Re-rank queued jobs by their aged class ``max(class - wait // every, 0)``."""
+        jobs = self.q_job
+        wait = self._slot_of(jobs) - self.j_arrival[jobs]
+        eff = np.maximum(self.j_prio[jobs] - wait // every, 0)
+        agent = self.q_ck // self._key_span
+        ck = agent * self._key_span + eff * (self.num_jobs + 1) + jobs
+        order = np.argsort(ck, kind="stable")
+        self.q_ck, self.q_job = ck[order], jobs[order]
+        self._queue_dirty = True
+
+    def _resort_queues(self) -> None:
+        """Sort the entries again after their keys were rebuilt (a new job layout)."""
+        if self.cfg.priority_aging_slots and len(self.q_job):
+            self._age_queues(self.cfg.priority_aging_slots)
+        else:
+            order = np.argsort(self.q_ck, kind="stable")
+            self.q_ck, self.q_job = self.q_ck[order], self.q_job[order]
+        self._queue_dirty = True
