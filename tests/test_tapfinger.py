@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from conftest import scenario_params
@@ -15,10 +17,12 @@ from edgesched.algos.graph import (
     NODE_TYPES,
     agent_index,
     batch_graphs,
+    pad_graphs,
     to_heterodata,
     visible_pending,
 )
 from edgesched.algos.tapfinger import (
+    TapFingerNet,
     TapFingerTrainer,
     _masks,
     chosen_slot,
@@ -320,3 +324,164 @@ def test_evaluation_samples_with_seeds_drawn_from_the_workload():
         results.append([(r["jct_mean"], r["slots"], r["jobs_done"]) for r in res["per_episode"]])
     # every episode restarts the draws from its workload seed: identical records
     assert results[0] == results[1] == results[2]
+
+
+# ------------------------------------------------------------------ dense backbone
+def _sparse_reference(net: TapFingerNet, graphs, only=None):
+    """The network as computed before the dense backbone: PyG's HGTConv on merged graphs.
+
+    Same parameters (the backbone keeps HGTConv modules); message passing through
+    ``HGTConv.forward`` on the edge lists, heads on the concatenated embeddings.
+    """
+    data, off = batch_graphs(graphs)
+    agents, slots, targets = agent_index(graphs, off)
+    bb = net.backbone
+    dtype = net.q.weight.dtype
+    h = {t: bb.enc[t](data[t].x.to(dtype)) for t in NODE_TYPES}
+    edges = {et: data[et].edge_index for et in EDGE_TYPES}
+    for conv in bb.convs:
+        out = conv(h, edges)
+        h = {t: h[t] + torch.tanh(out[t]) if out.get(t) is not None else h[t] for t in h}
+    hn, hp = h["node"], h["pending"]
+    zero = hn.new_zeros(1, net.hidden)
+    ha = hn[torch.from_numpy(agents)]
+    s = torch.from_numpy(slots)
+    hs = torch.cat([hp, zero])[torch.where(s >= 0, s, len(hp))]
+    tg = torch.from_numpy(targets)
+    ht = torch.cat([hn, zero])[torch.where(tg >= 0, tg, len(hn))]
+    ptr = (net.q(ha)[:, :, None, :] * net.k(hs)).sum(-1) / net.hidden**0.5
+    ptr = torch.cat([net.defer(ha), ptr], dim=-1)
+    if only is not None:
+        hs = hs.gather(2, only[:, :, None, None].expand(-1, -1, 1, hs.shape[-1]))
+    g, n, p, _ = hs.shape
+    k1 = ht.shape[2]
+    x = torch.cat(
+        [
+            ha[:, :, None, None, :].expand(g, n, p, k1, -1),
+            hs[:, :, :, None, :].expand(g, n, p, k1, -1),
+            ht[:, :, None, :, :].expand(g, n, p, k1, -1),
+        ],
+        dim=-1,
+    )
+    alloc = net.alloc(x).reshape(g, n, p, -1)
+    batch = data["node"].batch
+    pool = hn.new_zeros(g, net.hidden).index_add_(0, batch, hn)
+    pool = pool / torch.bincount(batch, minlength=g).clamp_min(1)[:, None]
+    v = net.critic(torch.cat([ha, pool[:, None, :].expand(-1, n, -1)], dim=-1))
+    return ptr, alloc, v.squeeze(-1)
+
+
+def _recorded_graphs(name: str, count: int, seed: int = 0):
+    """Graph views from a random rollout: varied pending and running counts, some empty."""
+    sim = EdgeClusterSim(make_config(name, max_slots=60))
+    sim.reset(seed)
+    rng = np.random.default_rng(seed)
+    graphs = [visible_pending(sim.graph())]  # the first round: nothing runs yet
+    while len(graphs) < count and not (sim.terminated or sim.truncated):
+        sim.step(np.array([rng.choice(np.flatnonzero(m)) for m in sim.mask]))
+        graphs.append(visible_pending(sim.graph()))
+    return graphs, EnvSpec.of(sim)
+
+
+def _padded(graphs, dtype=torch.float32):
+    pg = pad_graphs(graphs)
+    return dataclasses.replace(
+        pg,
+        x={t: x.to(dtype) for t, x in pg.x.items()},
+        bias={t: a.to(dtype) for t, a in pg.bias.items()},
+        has_in={t: a.to(dtype) for t, a in pg.has_in.items()},
+    )
+
+
+@pytest.mark.parametrize("name", ["tapfinger-hetero6", "edge10"])
+def test_dense_network_equals_the_sparse_hgtconv_computation(name):
+    graphs, spec = _recorded_graphs(name, 24)
+    sizes = {len(g["nodes"]["running"]) for g in graphs}
+    assert len(sizes) > 3 and 0 in sizes, "fixture: graph sizes do not vary"
+    torch.manual_seed(0)
+    net = TapFingerNet(spec, 64, 2, 2)
+    only = torch.randint(0, spec.pending_slots, (len(graphs), spec.num_agents))
+    with torch.no_grad():
+        for sl in (None, only):
+            want = _sparse_reference(net, graphs, sl)
+            # one batch, and graphs one by one (other padding): the same numbers
+            got = net(pad_graphs(graphs), sl)
+            for a, b in zip(got, want, strict=True):
+                np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5, rtol=1e-5)
+            for i in (0, len(graphs) - 1):
+                one = net(pad_graphs(graphs[i : i + 1]), None if sl is None else sl[i : i + 1])
+                for a, b in zip(one, want, strict=True):
+                    np.testing.assert_allclose(a[0].numpy(), b[i].numpy(), atol=1e-5, rtol=1e-5)
+        # the same computation, not an approximation: trained-looking parameters (HGTConv
+        # initializes skip and p_rel to ones) in float64 agree to rounding
+        net = net.double()
+        for p in net.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+        want = _sparse_reference(net, graphs, only)
+        got = net(_padded(graphs, torch.float64), only)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-10, rtol=1e-10)
+    # a minibatch selected from the padded rollout equals the graphs padded on their own
+    idx = np.array([5, 0, 17])
+    sub = _padded(graphs, torch.float64).select(idx)
+    direct = _padded([graphs[i] for i in idx], torch.float64)
+    assert sub.x["running"].shape == direct.x["running"].shape  # padding trimmed
+    with torch.no_grad():
+        for a, b in zip(net(sub), net(direct), strict=True):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-12)
+
+
+def test_dense_network_gradients_equal_the_sparse_computation():
+    graphs, spec = _recorded_graphs("tapfinger-hetero6", 8, seed=1)
+    torch.manual_seed(1)
+    net = TapFingerNet(spec, 64, 2, 2)
+    only = torch.randint(0, spec.pending_slots, (len(graphs), spec.num_agents))
+
+    def grads(outputs):
+        ptr, alloc, v = outputs
+        loss = (
+            torch.log_softmax(ptr, -1).sum() + torch.log_softmax(alloc, -1).mean() + v.pow(2).sum()
+        )
+        net.zero_grad()
+        loss.backward()
+        # the last layer's running-job outputs reach no head: no gradient in one
+        # computation, an exact zero in the other
+        return {
+            k: torch.zeros_like(p) if p.grad is None else p.grad.clone()
+            for k, p in net.named_parameters()
+        }
+
+    dense = grads(net(pad_graphs(graphs), only))
+    sparse = grads(_sparse_reference(net, graphs, only))
+    assert sum(bool(g.any()) for g in dense.values()) > 0.9 * len(dense)
+    for k in dense:
+        np.testing.assert_allclose(
+            dense[k].numpy(), sparse[k].numpy(), atol=1e-5, rtol=1e-4, err_msg=k
+        )
+
+
+def test_rollout_forward_follows_optimizer_steps_and_loaded_weights():
+    """No-grad passes reuse the folded attention weights; they must see every change."""
+    graphs, spec = _recorded_graphs("tapfinger-hetero6", 4)
+    trainer = TapFingerTrainer(_cfg(), spec, seed=0)
+    net, batch = trainer.actor, pad_graphs(graphs)
+
+    def check():
+        with torch.no_grad():
+            cached = net(batch)
+        fresh = net(batch)  # autograd on: folds the weights anew
+        for a, b in zip(cached, fresh, strict=True):
+            np.testing.assert_array_equal(a.numpy(), b.detach().numpy())
+
+    check()
+    before = [x.clone() for x in net(batch)]
+    loss = sum(x.square().mean() for x in net(batch))
+    trainer.opt.zero_grad()
+    loss.backward()
+    trainer.opt.step()
+    check()
+    with torch.no_grad():
+        assert not torch.equal(net(batch)[0], before[0]), "the step changed nothing"
+    other = TapFingerTrainer(_cfg(), spec, seed=5).actor.state_dict()
+    net.load_state_dict(other)
+    check()

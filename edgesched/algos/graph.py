@@ -15,10 +15,23 @@ The backbone is PyG's ``HGTConv`` (Hu et al., WWW'20): attention per relation ty
 type-specific projections, on every edge type of the view. ``HANConv`` would need hand-picked
 metapaths (node-pending-node, node-running-node), ``HGTConv`` learns over the relations
 directly, which is what TapFinger's heterogeneous graph attention does.
+
+**Dense computation.** The backbone keeps PyG's ``HGTConv`` modules as its parameters (so
+checkpoints keep their keys and initialization its random draws) but computes their layer
+itself, on :class:`PaddedGraphs`: each graph's node sets padded to the batch's largest per
+type, graphs stacked along a leading axis, edges as (G, dst, src) multiplicity matrices, and
+the per-relation attention as one masked softmax over all of a destination type's sources.
+The graphs are small (``tapfinger-hetero6``: 6 nodes, up to ~40 pending and ~30 running jobs),
+so a few batched matrix products replace PyG's per-edge gathers and scatters, whose backward
+dominated the PPO update: ``benchmarks/tapfinger_update.py`` measures both on recorded
+graphs. The output equals ``HGTConv.forward`` on the same graph within float rounding
+(``tests/test_tapfinger.py`` keeps the sparse computation as the reference).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,6 +47,11 @@ EDGE_TYPES = (
     ("node", "hosts", "running"),
 )
 METADATA = (list(NODE_TYPES), list(EDGE_TYPES))
+# the edge types into each node type, as (index in EDGE_TYPES, source type): the sources a
+# destination's attention softmax runs over, in this order
+INCOMING = {
+    dst: [(e, et[0]) for e, et in enumerate(EDGE_TYPES) if et[2] == dst] for dst in NODE_TYPES
+}
 
 
 def to_heterodata(graph: dict[str, Any]):
@@ -133,6 +151,195 @@ def agent_index(graphs: list[dict[str, Any]], offsets: dict[str, np.ndarray]):
     return agents, slots, targets
 
 
+@dataclass
+class PaddedGraphs:
+    """Graphs padded to common per-type sizes and stacked (the dense backbone's input).
+
+    Attributes:
+        x: per node type, (G, M_t, F_t) features; rows past a graph's own count are zeros.
+        count: per node type, (G,) rows each graph really has.
+        bias: per destination type, (G, M_dst, S) attention-score bias from every source row:
+            ``log`` of the edge multiplicity (PyG's softmax runs over an edge list, so a
+            repeated edge counts twice), -1e30 where there is no edge. The source axis
+            concatenates the rows of the types in ``INCOMING[dst]``, in order.
+        has_in: per destination type, (G, M_dst, 1): 1.0 where the row has incoming edges.
+        agents: (G, N) ``node`` rows of the agents.
+        slots: (G, N, P) ``pending`` rows in each agent's slots, -1 for empty slots.
+        targets: (G, N, K+1) ``node`` rows of each agent's placement targets, -1 for missing.
+    """
+
+    x: dict[str, torch.Tensor]
+    count: dict[str, torch.Tensor]
+    bias: dict[str, torch.Tensor]
+    has_in: dict[str, torch.Tensor]
+    agents: torch.Tensor
+    slots: torch.Tensor
+    targets: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.agents)
+
+    def select(self, idx: np.ndarray | torch.Tensor) -> PaddedGraphs:
+        """The graphs ``idx``, with padding trimmed to their own largest counts.
+
+        A PPO minibatch pads the rollout once and selects from it: no per-graph work.
+        """
+        idx = torch.as_tensor(idx)
+        count = {t: c[idx] for t, c in self.count.items()}
+        m = {t: max(int(c.max()), 1) if len(c) else 1 for t, c in count.items()}
+        bias = {}
+        for dst, inc in INCOMING.items():
+            full = self.bias[dst][idx, : m[dst]]
+            cols, start = [], 0
+            for _, src in inc:
+                cols.append(torch.arange(start, start + m[src]))
+                start += self.x[src].shape[1]
+            bias[dst] = full[:, :, torch.cat(cols)]
+        return PaddedGraphs(
+            x={t: x[idx, : m[t]] for t, x in self.x.items()},
+            count=count,
+            bias=bias,
+            has_in={t: x[idx, : m[t]] for t, x in self.has_in.items()},
+            agents=self.agents[idx],
+            slots=self.slots[idx],
+            targets=self.targets[idx],
+        )
+
+
+def pad_graphs(graphs: list[dict[str, Any]]) -> PaddedGraphs:
+    """Pad and stack graph views for the dense backbone.
+
+    Args:
+        graphs: outputs of ``EdgeClusterSim.graph()`` (or :func:`visible_pending` of them),
+            all of one scenario (same feature widths and agent count).
+
+    Returns:
+        The batch; each type padded to the largest count among ``graphs`` (at least one row,
+        so that no dimension is empty).
+    """
+    g = len(graphs)
+    counts = {t: np.array([len(gr["nodes"][t]) for gr in graphs], np.int64) for t in NODE_TYPES}
+    m = {t: max(int(c.max()), 1) for t, c in counts.items()}
+    x = {}
+    for t in NODE_TYPES:
+        rows = np.concatenate([gr["nodes"][t] for gr in graphs]).astype(np.float32, copy=False)
+        # graph and local row of every stacked row, one scatter instead of a loop over graphs
+        gi = np.repeat(np.arange(g), counts[t])
+        li = np.arange(len(rows)) - np.repeat(np.cumsum(counts[t]) - counts[t], counts[t])
+        xt = np.zeros((g, m[t], rows.shape[1]), np.float32)
+        xt[gi, li] = rows
+        x[t] = torch.from_numpy(xt)
+    bias, has_in = {}, {}
+    for dst, inc in INCOMING.items():
+        width = sum(m[src] for _, src in inc)
+        flat = []
+        start = 0
+        for e, src in inc:
+            parts = [gr["edges"][EDGE_TYPES[e]] for gr in graphs]
+            ne = np.array([p.shape[1] for p in parts], np.int64)
+            ei = np.concatenate(parts, axis=1).astype(np.int64, copy=False)
+            gi = np.repeat(np.arange(g), ne)
+            flat.append((gi * m[dst] + ei[1]) * width + start + ei[0])
+            start += m[src]
+        cnt = np.bincount(np.concatenate(flat), minlength=g * m[dst] * width)
+        cnt = cnt.reshape(g, m[dst], width).astype(np.float32)
+        # exp(-1e30 - max) underflows to an exact 0: a non-edge takes no attention
+        with np.errstate(divide="ignore"):
+            bias[dst] = torch.from_numpy(np.where(cnt > 0, np.log(cnt), np.float32(-1e30)))
+        has_in[dst] = torch.from_numpy((cnt.sum(-1, keepdims=True) > 0).astype(np.float32))
+    return PaddedGraphs(
+        x=x,
+        count={t: torch.from_numpy(c) for t, c in counts.items()},
+        bias=bias,
+        has_in=has_in,
+        agents=torch.from_numpy(np.stack([gr["ids"]["node"] for gr in graphs]).astype(np.int64)),
+        slots=torch.from_numpy(np.stack([gr["ids"]["slots"] for gr in graphs]).astype(np.int64)),
+        targets=torch.from_numpy(
+            np.stack([gr["ids"]["targets"] for gr in graphs]).astype(np.int64)
+        ),
+    )
+
+
+def _fused_projections(conv: nn.Module, dsts: tuple[str, ...]) -> dict[str, tuple]:
+    """Per node type, the one projection of its rows that a layer needs.
+
+    HGT projects a source row to a key (value), then by a per-head (d, d) relation matrix per
+    edge type. Both are linear: fold them into one projection per (type, edge type), with the
+    relation prior ``p_rel / sqrt(d)`` in the key's, so each type takes a single matmul of
+    its rows (the relation matrices alone would cost as much as the projection).
+
+    Returns:
+        ``{type: (weight, bias, names)}``: the stacked (C F, F) weight, (C F,) bias and the
+        name of each F-wide output block: ``"q"`` or ``(edge type index, "k" | "v")``.
+    """
+    heads, f = conv.heads, conv.out_channels
+    d = f // heads
+    n_et = len(conv.edge_types)
+    blocks: dict[str, list[tuple[torch.Tensor, torch.Tensor, Any]]] = {t: [] for t in NODE_TYPES}
+    for t in dsts:
+        lin = conv.kqv_lin.lins[t]
+        blocks[t].append((lin.weight[f : 2 * f], lin.bias[f : 2 * f], "q"))
+    for dst in dsts:
+        for e, src in INCOMING[dst]:
+            lin = conv.kqv_lin.lins[src]
+            scale = conv.p_rel["__".join(EDGE_TYPES[e])].reshape(heads, 1, 1) / math.sqrt(d)
+            wk = torch.block_diag(*(conv.k_rel.weight[e::n_et] * scale))  # (F, F)
+            wv = torch.block_diag(*conv.v_rel.weight[e::n_et])
+            blocks[src].append((wk.T @ lin.weight[:f], lin.bias[:f] @ wk, (e, "k")))
+            blocks[src].append((wv.T @ lin.weight[2 * f :], lin.bias[2 * f :] @ wv, (e, "v")))
+    return {
+        t: (torch.cat([b[0] for b in bl]), torch.cat([b[1] for b in bl]), [b[2] for b in bl])
+        for t, bl in blocks.items()
+        if bl
+    }
+
+
+def _hgt_dense(
+    conv: nn.Module,
+    fused: dict[str, tuple],
+    h: dict[str, torch.Tensor],
+    bias: dict[str, torch.Tensor],
+    has_in: dict[str, torch.Tensor],
+    dsts: tuple[str, ...] = NODE_TYPES,
+) -> dict[str, torch.Tensor]:
+    """``HGTConv.forward`` on padded graphs, from the conv's own parameters.
+
+    Args:
+        conv: a ``torch_geometric.nn.HGTConv`` over ``METADATA``.
+        fused: :func:`_fused_projections` of ``conv`` for ``dsts``.
+        h: per node type, (G, M_t, F) embeddings.
+        bias: per destination type, (G, 1, M_dst, S) (:attr:`PaddedGraphs.bias`).
+        has_in: per destination type, (G, 1, M_dst, 1) (:attr:`PaddedGraphs.has_in`).
+        dsts: the destination types to compute (the last layer skips outputs nobody reads).
+
+    Returns:
+        Per type of ``dsts``, (G, M_t, F) outputs (after ``out_lin`` and the gated skip).
+    """
+    heads, f = conv.heads, conv.out_channels
+    d = f // heads
+    proj: dict[Any, torch.Tensor] = {}
+    for t, (w, b, names) in fused.items():
+        parts = torch.nn.functional.linear(h[t], w, b).split(f, dim=-1)
+        proj.update({(t, name): x for name, x in zip(names, parts, strict=True)})
+    out = {}
+    for dst in dsts:
+        gsz, m_dst = h[dst].shape[:2]
+        q = proj[dst, "q"]
+        ks = [proj[src, (e, "k")] for e, src in INCOMING[dst]]
+        vs = [proj[src, (e, "v")] for e, src in INCOMING[dst]]
+        kh = torch.cat(ks, 1).reshape(gsz, -1, heads, d).transpose(1, 2)  # (G, H, S, d)
+        vh = torch.cat(vs, 1).reshape(gsz, -1, heads, d).transpose(1, 2)
+        qh = q.reshape(gsz, m_dst, heads, d).transpose(1, 2)  # (G, H, M, d)
+        att = torch.softmax(qh @ kh.transpose(-1, -2) + bias[dst], dim=-1)
+        # a row without incoming edges aggregates nothing (PyG: zero), not a uniform mix
+        agg = (att @ vh) * has_in[dst]
+        agg = agg.transpose(1, 2).reshape(gsz, m_dst, f)
+        a = conv.out_lin.lins[dst](torch.nn.functional.gelu(agg))
+        alpha = conv.skip[dst].sigmoid()
+        out[dst] = alpha * a + (1 - alpha) * h[dst]
+    return out
+
+
 class HeteroBackbone(nn.Module):
     """Per-type input encoders, then ``layers`` HGTConv layers with residual connections.
 
@@ -154,16 +361,45 @@ class HeteroBackbone(nn.Module):
         self.enc = nn.ModuleDict(
             {t: nn.Sequential(nn.Linear(in_dims[t], hidden), nn.Tanh()) for t in NODE_TYPES}
         )
+        # HGTConv holds the parameters (and draws their initialization); _hgt_dense computes
         self.convs = nn.ModuleList(
             [HGTConv(hidden, hidden, METADATA, heads=heads) for _ in range(layers)]
         )
+        self._cache: dict[tuple, tuple] = {}
 
-    def forward(self, data) -> dict[str, torch.Tensor]:
-        """Embeddings per node type, (rows, hidden)."""
-        h = {t: self.enc[t](data[t].x) for t in NODE_TYPES}
-        edges = {et: data[et].edge_index for et in EDGE_TYPES}
-        for conv in self.convs:
-            out = conv(h, edges)
-            # a type that received no message this layer keeps its embedding
-            h = {t: h[t] + torch.tanh(out[t]) if out.get(t) is not None else h[t] for t in h}
-        return h
+    def _fused(self, layer: int, dsts: tuple[str, ...]) -> dict[str, tuple]:
+        """:func:`_fused_projections` of a layer; reused without autograd until a change.
+
+        A rollout runs hundreds of no-grad forward passes on a few graphs between two
+        optimizer steps: folding the weights each time would cost about as much as the
+        pass. Parameters' version counters (bumped by every in-place update: optimizer
+        steps, ``load_state_dict``) tell when the folded weights are stale.
+        """
+        conv = self.convs[layer]
+        if torch.is_grad_enabled():
+            return _fused_projections(conv, dsts)
+        key = (layer, dsts)
+        params = list(conv.parameters())
+        version = tuple((p._version, p.data_ptr(), p.dtype) for p in params)
+        hit = self._cache.get(key)
+        if hit is None or hit[0] != version:
+            hit = (version, _fused_projections(conv, dsts))
+            self._cache[key] = hit
+        return hit[1]
+
+    def forward(
+        self, batch: PaddedGraphs, need: tuple[str, ...] = NODE_TYPES
+    ) -> dict[str, torch.Tensor]:
+        """Embeddings of the types ``need``, (G, M_t, hidden); padded rows hold no meaning.
+
+        The last layer computes only the ``need`` types' outputs (the same numbers, less work).
+        """
+        h = {t: self.enc[t](batch.x[t]) for t in NODE_TYPES}
+        # a head axis to broadcast over
+        bias = {t: b[:, None] for t, b in batch.bias.items()}
+        has_in = {t: x[:, None] for t, x in batch.has_in.items()}
+        for i, conv in enumerate(self.convs):
+            dsts = need if i == len(self.convs) - 1 else NODE_TYPES
+            out = _hgt_dense(conv, self._fused(i, dsts), h, bias, has_in, dsts)
+            h = {t: h[t] + torch.tanh(out[t]) for t in dsts}
+        return {t: h[t] for t in need}

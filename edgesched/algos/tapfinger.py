@@ -68,7 +68,7 @@ from .common import (
     mlp,
     ppo_step,
 )
-from .graph import HeteroBackbone, agent_index, batch_graphs, visible_pending
+from .graph import HeteroBackbone, PaddedGraphs, pad_graphs, visible_pending
 
 
 # ---------------------------------------------------------------------------- conflicts
@@ -158,7 +158,7 @@ class TapFingerNet(nn.Module):
         self.spec = spec
 
     def forward(
-        self, data, agents, slots, targets, only_slot: torch.Tensor | None = None
+        self, batch: PaddedGraphs, only_slot: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, ...]:
         """Pointer logits (G, N, 1+P), allocation logits (G, N, P, (K+1) L), values (G, N).
 
@@ -166,33 +166,34 @@ class TapFingerNet(nn.Module):
         allocation logits are computed for that pending slot only: (G, N, 1, (K+1) L) (the
         PPO update needs no other, and the allocation head dominates its cost).
         """
-        h = self.backbone(data)
-        hn, hp = h["node"], h["pending"]
-        zero = hn.new_zeros(1, self.hidden)
-        ha = hn[torch.from_numpy(agents)]
-        s = torch.from_numpy(slots)
-        hs = torch.cat([hp, zero])[torch.where(s >= 0, s, len(hp))]  # (G, N, P, H)
-        tg = torch.from_numpy(targets)
-        ht = torch.cat([hn, zero])[torch.where(tg >= 0, tg, len(hn))]  # (G, N, K1, H)
+        h = self.backbone(batch, need=("node", "pending"))  # running jobs feed the nodes
+        hn, hp = h["node"], h["pending"]  # (G, M, H), padded
+        g = len(batch)
+        rows = torch.arange(g)[:, None, None]
+        zero = hn.new_zeros(g, 1, self.hidden)
+        ha = hn[rows[:, :, 0], batch.agents]  # (G, N, H)
+        s, tg = batch.slots, batch.targets
+        hs = torch.cat([hp, zero], 1)[rows, torch.where(s >= 0, s, hp.shape[1])]  # (G, N, P, H)
+        ht = torch.cat([hn, zero], 1)[rows, torch.where(tg >= 0, tg, hn.shape[1])]  # (G, N, K1, H)
         ptr = (self.q(ha)[:, :, None, :] * self.k(hs)).sum(-1) / self.hidden**0.5
         ptr = torch.cat([self.defer(ha), ptr], dim=-1)
         if only_slot is not None:
             hs = hs.gather(2, only_slot[:, :, None, None].expand(-1, -1, 1, hs.shape[-1]))
-        g, n, p, _ = hs.shape
-        k1 = ht.shape[2]
-        x = torch.cat(
-            [
-                ha[:, :, None, None, :].expand(g, n, p, k1, -1),
-                hs[:, :, :, None, :].expand(g, n, p, k1, -1),
-                ht[:, :, None, :, :].expand(g, n, p, k1, -1),
-            ],
-            dim=-1,
+        n, p = hs.shape[1], hs.shape[2]
+        # the head's first layer on [h_agent, h_task, h_target] is the sum of three blocks:
+        # project each embedding once and broadcast, instead of the (G, N, P, K1, 3H) concat
+        first = self.alloc[0]
+        wa, ws, wt = first.weight.split(self.hidden, dim=1)
+        pre = (
+            (ha @ wa.T + first.bias)[:, :, None, None, :]
+            + (hs @ ws.T)[:, :, :, None, :]
+            + (ht @ wt.T)[:, :, None, :, :]
         )
-        alloc = self.alloc(x).reshape(g, n, p, -1)
-        # mean node embedding per graph: a cheap global context for the critic
-        batch = data["node"].batch
-        pool = torch.zeros(g, self.hidden).index_add_(0, batch, hn)
-        pool = pool / torch.bincount(batch, minlength=g).clamp_min(1)[:, None]
+        alloc = self.alloc[1:](pre).reshape(g, n, p, -1)
+        # mean node embedding per graph (real rows only): a cheap global context for the critic
+        count = batch.count["node"]
+        real = (torch.arange(hn.shape[1]) < count[:, None]).to(hn.dtype)[:, :, None]
+        pool = (hn * real).sum(1) / count.clamp_min(1).to(hn.dtype)[:, None]
         v = self.critic(torch.cat([ha, pool[:, None, :].expand(-1, n, -1)], dim=-1))
         return ptr, alloc, v.squeeze(-1)
 
@@ -278,16 +279,21 @@ class TapFingerTrainer:
         self.rng = np.random.default_rng(seed)
 
     # ------------------------------------------------------------------ acting
-    def _dist(self, graphs, mask, choice: torch.Tensor | None = None):
+    def _dist(
+        self,
+        graphs: list[dict[str, Any]] | PaddedGraphs,
+        mask: np.ndarray,
+        choice: torch.Tensor | None = None,
+    ):
         """Masked log-probabilities of pointer, allocation and the values.
 
         Pointer (G, N, 1+P); allocation (G, N, P, C), or of the chosen slot only (G, N, C)
-        when ``choice`` is given; values (G, N).
+        when ``choice`` is given; values (G, N). ``graphs`` may come padded already (the
+        PPO update pads its rollout once and selects minibatches from it).
         """
-        data, off = batch_graphs(graphs)
-        agents, slots, targets = agent_index(graphs, off)
+        batch = graphs if isinstance(graphs, PaddedGraphs) else pad_graphs(graphs)
         only = None if choice is None else (choice - 1).clamp_min(0)
-        ptr, alloc, v = self.actor(data, agents, slots, targets, only)
+        ptr, alloc, v = self.actor(batch, only)
         pmask, amask = _masks(self.spec, mask)
         if only is not None:
             idx = only.numpy()[:, :, None, None]
@@ -460,9 +466,7 @@ class TapFingerTrainer:
 
     @torch.no_grad()
     def _value(self, graphs: list[dict[str, Any]], mask: np.ndarray) -> np.ndarray:
-        data, off = batch_graphs(graphs)
-        agents, slots, targets = agent_index(graphs, off)
-        v = self.actor(data, agents, slots, targets)[2].numpy()
+        v = self.actor(pad_graphs(graphs))[2].numpy()
         return v * self.value_rms.std + self.value_rms.mean
 
     # ------------------------------------------------------------------ update
@@ -475,7 +479,8 @@ class TapFingerTrainer:
         cfg = self.cfg
         t, e, n = batch["choice"].shape
         total = t * e
-        graphs = [g for step in batch["graphs"] for g in step]
+        # pad the whole rollout once; minibatches select (and trim) rows of it
+        graphs = pad_graphs([g for step in batch["graphs"] for g in step])
         mask = batch["mask"].reshape(total, n, -1)
         choice = torch.from_numpy(batch["choice"].reshape(total, n))
         alloc = torch.from_numpy(batch["alloc"].reshape(total, n))
@@ -499,7 +504,7 @@ class TapFingerTrainer:
             for start in range(0, total, mb):
                 idx = perm[start : start + mb]
                 c = choice[idx]
-                ptr, chosen, v = self._dist([graphs[i] for i in idx], mask[idx], c)
+                ptr, chosen, v = self._dist(graphs.select(idx), mask[idx], c)
                 logp = two_phase_logp(ptr, chosen, c, alloc[idx], keep[idx])
                 ent_ptr = -(ptr.exp() * ptr.clamp_min(-1e4)).sum(-1)
                 ent_alloc = -(chosen.exp() * chosen.clamp_min(-1e4)).sum(-1)
