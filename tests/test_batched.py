@@ -79,8 +79,9 @@ class Lockstep:
         for b, sim in enumerate(self.singles):
             r, single_info = sim.step(act[b])
             np.testing.assert_array_equal(rewards[b], r, err_msg=f"rewards of copy {b}")
-            assert info["advanced"][b] == single_info["advanced"]
-            assert info["slot"][b] == single_info["slot"] == sim.t
+            for key, value in single_info.items():
+                assert info[key][b] == value, (key, b)
+            assert info["slot"][b] == sim.t
             assert self.bs.terminated[b] == sim.terminated
             assert self.bs.truncated[b] == sim.truncated
         done = np.flatnonzero(self.bs.terminated | self.bs.truncated).tolist()

@@ -84,11 +84,18 @@ class ExecutionMixin:
         RLPTO's "resources occupied": ``sum_n min(used, capacity) / sum_n capacity``; a float
         for a lone simulator, (B,) batched.
         """
+        share = self._occupied()
+        return share if self.lone else np.atleast_1d(share)
+
+    def _occupied(self) -> float | np.ndarray:
+        """:meth:`occupied_share` as a float for one copy, (B,) for several."""
         b = self.copies
-        held = np.minimum(self.used[:, :2], self._cap2).reshape(b, self.agents_per_copy, 2)
-        held = np.add.reduce(held, axis=1) / self._cap2_total
-        share = (held[:, 0] + held[:, 1]) / 2.0  # == .mean() of the two, without its overhead
-        return float(share[0]) if self.lone else share
+        held = np.minimum(self.used[:, :2], self._cap2)
+        if b == 1:
+            held = np.add.reduce(held, axis=0) / self._cap2_total
+            return float(held[0] + held[1]) / 2.0  # == .mean() of the two, without overhead
+        held = np.add.reduce(held.reshape(b, self.agents_per_copy, 2), axis=1) / self._cap2_total
+        return (held[:, 0] + held[:, 1]) / 2.0
 
     # ------------------------------------------------------------------ resizing
     def resize(self, jobs: np.ndarray, delta: np.ndarray) -> np.ndarray:
@@ -215,8 +222,11 @@ class ExecutionMixin:
             self._count("overload_node_slots", np.flatnonzero(over), self.agents_per_copy)
         # ufunc reductions called directly: .sum()/.max() add a Python wrapper per call
         util = np.add.reduce(np.minimum(ratio[:, :2], 1.0), axis=1) * 0.5  # mean of CPU, GPU
-        share = self.occupied_share()
-        if adv_a is None:
+        share = self._occupied()
+        if nb == 1:
+            self._util_sum += util
+            self._occupied_sum[0] += share
+        elif adv_a is None:
             self._util_sum += util
             self._occupied_sum += share
         else:
@@ -236,13 +246,21 @@ class ExecutionMixin:
                 res = (self.w_alloc[running, :, :2] / self._cap_max[:2]).sum(axis=(1, 2))
                 np.add.at(share_a, self.owner[running], res)
             rewards -= cfg.resource_cost_weight * (self._copy_mean(share_a) if team else share_a)
-        self.tc += adv
-        self._adv_since_snapshot |= adv
+        if nb == 1:  # item updates: cheaper than (1,) array arithmetic on the hot path
+            self.tc[0] += 1
+            self._adv_since_snapshot[0] = True
+        else:
+            self.tc += adv
+            self._adv_since_snapshot |= adv
         if cfg.priority_aging_slots and len(self.q_job):
             self._age_queues(cfg.priority_aging_slots)
-        arriving = adv & (self.tc < cfg.arrival_slots)
-        if np.count_nonzero(arriving):
-            self._enqueue_copies(np.flatnonzero(arriving))
+        if nb == 1:
+            if self.tc[0] < cfg.arrival_slots:
+                self._enqueue_copies(self._agent_idx[:1])
+        else:
+            arriving = adv & (self.tc < cfg.arrival_slots)
+            if np.count_nonzero(arriving):
+                self._enqueue_copies(np.flatnonzero(arriving))
         return rewards
 
     def _progress(self, running: np.ndarray, cont: np.ndarray | None) -> np.ndarray | None:

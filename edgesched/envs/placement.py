@@ -115,7 +115,7 @@ class PlacementMixin:
     def _tally(self, arr: np.ndarray, ids: np.ndarray, per: int) -> None:
         """Add one to the (B,) ``arr`` entry of the copy of each of ``ids``."""
         if self.copies == 1:
-            arr += len(ids)
+            arr[0] += len(ids)  # item update: cheaper than an in-place ufunc on (1,)
         else:
             arr += np.bincount(ids // per, minlength=self.copies)
 

@@ -31,6 +31,13 @@ class QueueMixin:
 
     def _enqueue_copies(self, copies: np.ndarray) -> None:
         """Queue the jobs arriving at the current slot of each of ``copies``."""
+        if len(copies) == 1:
+            c = int(copies[0])
+            t = int(self.tc[c])
+            lo, hi = self._vis_ptr[c][t], self._vis_ptr[c][t + 1]
+            if hi > lo:
+                self._enqueue(self._vis_job[c][lo:hi], self._vis_ck[c][lo:hi])
+            return
         jobs, keys = [], []
         for c in copies.tolist():
             t = int(self.tc[c])
