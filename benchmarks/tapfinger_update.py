@@ -47,7 +47,7 @@ from edgesched.algos.graph import (
     pad_graphs,
 )
 from edgesched.algos.tapfinger import TapFingerNet, TapFingerTrainer
-from edgesched.envs import make_config
+from edgesched.envs import EdgeClusterSim, make_config
 from edgesched.experiment.schema import AlgoConfig, ExperimentConfig
 from edgesched.policy import EnvSpec
 
@@ -131,7 +131,7 @@ def main() -> None:
     cfg = OmegaConf.merge(cfg, own)
     envs, steps = exp.num_envs, exp.rollout_steps
     vec = VecSim(make_config(args.env), envs, args.seed, args.env)
-    spec = EnvSpec.of(vec.sims[0])
+    spec = EnvSpec.of(EdgeClusterSim(make_config(args.env)))
     trainer = TapFingerTrainer(cfg, spec, args.seed)
     batch = trainer.collect(vec, steps)
     rounds = batch["graphs"]  # (steps, envs) graph views, as the learner stores them

@@ -18,9 +18,10 @@ directly, which is what TapFinger's heterogeneous graph attention does.
 
 **Dense computation.** The backbone keeps PyG's ``HGTConv`` modules as its parameters (so
 checkpoints keep their keys and initialization its random draws) but computes their layer
-itself, on :class:`PaddedGraphs`: each graph's node sets padded to the batch's largest per
-type, graphs stacked along a leading axis, edges as (G, dst, src) multiplicity matrices, and
-the per-relation attention as one masked softmax over all of a destination type's sources.
+itself, on :class:`PaddedGraphs`: per-row projections on the packed rows of all graphs, and
+attention on each graph's rows padded to the batch's largest count per type, graphs stacked
+along a leading axis, edges as (G, dst, src) score biases, the per-relation attention as one
+masked softmax over all of a destination type's sources.
 The graphs are small (``tapfinger-hetero6``: 6 nodes, up to ~40 pending and ~30 running jobs),
 so a few batched matrix products replace PyG's per-edge gathers and scatters, whose backward
 dominated the PPO update: ``benchmarks/tapfinger_update.py`` measures both on recorded
@@ -153,23 +154,31 @@ def agent_index(graphs: list[dict[str, Any]], offsets: dict[str, np.ndarray]):
 
 @dataclass
 class PaddedGraphs:
-    """Graphs padded to common per-type sizes and stacked (the dense backbone's input).
+    """A batch of graph views for the dense backbone: rows packed, attention padded.
+
+    Per-row work (encoders, projections, ``out_lin``) runs on the packed rows of all graphs,
+    as in a merged ``HeteroData``; attention runs on each graph's rows padded to the batch's
+    largest count per type (``size``) and stacked along a leading graph axis.
 
     Attributes:
-        x: per node type, (G, M_t, F_t) features; rows past a graph's own count are zeros.
-        count: per node type, (G,) rows each graph really has.
+        x: per node type, (R_t, F_t) features of every graph's rows, graph after graph.
+        count: per node type, (G,) rows each graph has.
+        size: per node type, the padded row count M_t (at least 1: no empty dimension).
+        pos: per node type, (R_t,) each row's index in the flattened (G * M_t) padded layout.
         bias: per destination type, (G, M_dst, S) attention-score bias from every source row:
             ``log`` of the edge multiplicity (PyG's softmax runs over an edge list, so a
             repeated edge counts twice), -1e30 where there is no edge. The source axis
             concatenates the rows of the types in ``INCOMING[dst]``, in order.
         has_in: per destination type, (G, M_dst, 1): 1.0 where the row has incoming edges.
-        agents: (G, N) ``node`` rows of the agents.
+        agents: (G, N) ``node`` rows (of its graph) of the agents.
         slots: (G, N, P) ``pending`` rows in each agent's slots, -1 for empty slots.
         targets: (G, N, K+1) ``node`` rows of each agent's placement targets, -1 for missing.
     """
 
     x: dict[str, torch.Tensor]
     count: dict[str, torch.Tensor]
+    size: dict[str, int]
+    pos: dict[str, torch.Tensor]
     bias: dict[str, torch.Tensor]
     has_in: dict[str, torch.Tensor]
     agents: torch.Tensor
@@ -186,49 +195,64 @@ class PaddedGraphs:
         """
         idx = torch.as_tensor(idx)
         count = {t: c[idx] for t, c in self.count.items()}
-        m = {t: max(int(c.max()), 1) if len(c) else 1 for t, c in count.items()}
+        size = {t: max(int(c.max()), 1) if len(c) else 1 for t, c in count.items()}
+        x = {}
+        for t, c in count.items():
+            # the selected graphs' packed rows, in the order of idx
+            start = torch.cumsum(self.count[t], 0) - self.count[t]
+            new_start = torch.cumsum(c, 0) - c
+            rows = torch.arange(int(c.sum())) + torch.repeat_interleave(start[idx] - new_start, c)
+            x[t] = self.x[t][rows]
         bias = {}
         for dst, inc in INCOMING.items():
-            full = self.bias[dst][idx, : m[dst]]
+            full = self.bias[dst][idx, : size[dst]]
             cols, start = [], 0
             for _, src in inc:
-                cols.append(torch.arange(start, start + m[src]))
-                start += self.x[src].shape[1]
+                cols.append(torch.arange(start, start + size[src]))
+                start += self.size[src]
             bias[dst] = full[:, :, torch.cat(cols)]
         return PaddedGraphs(
-            x={t: x[idx, : m[t]] for t, x in self.x.items()},
+            x=x,
             count=count,
+            size=size,
+            pos=_positions(count, size),
             bias=bias,
-            has_in={t: x[idx, : m[t]] for t, x in self.has_in.items()},
+            has_in={t: h[idx, : size[t]] for t, h in self.has_in.items()},
             agents=self.agents[idx],
             slots=self.slots[idx],
             targets=self.targets[idx],
         )
 
 
+def _positions(count: dict[str, torch.Tensor], size: dict[str, int]) -> dict[str, torch.Tensor]:
+    """:attr:`PaddedGraphs.pos` from the per-graph row counts and padded sizes."""
+    pos = {}
+    for t, c in count.items():
+        gi = torch.repeat_interleave(torch.arange(len(c)), c)
+        local = torch.arange(int(c.sum())) - torch.repeat_interleave(torch.cumsum(c, 0) - c, c)
+        pos[t] = gi * size[t] + local
+    return pos
+
+
 def pad_graphs(graphs: list[dict[str, Any]]) -> PaddedGraphs:
-    """Pad and stack graph views for the dense backbone.
+    """Pack and pad graph views for the dense backbone.
 
     Args:
         graphs: outputs of ``EdgeClusterSim.graph()`` (or :func:`visible_pending` of them),
             all of one scenario (same feature widths and agent count).
 
     Returns:
-        The batch; each type padded to the largest count among ``graphs`` (at least one row,
-        so that no dimension is empty).
+        The batch; each type padded to the largest count among ``graphs``.
     """
     g = len(graphs)
     counts = {t: np.array([len(gr["nodes"][t]) for gr in graphs], np.int64) for t in NODE_TYPES}
     m = {t: max(int(c.max()), 1) for t, c in counts.items()}
-    x = {}
-    for t in NODE_TYPES:
-        rows = np.concatenate([gr["nodes"][t] for gr in graphs]).astype(np.float32, copy=False)
-        # graph and local row of every stacked row, one scatter instead of a loop over graphs
-        gi = np.repeat(np.arange(g), counts[t])
-        li = np.arange(len(rows)) - np.repeat(np.cumsum(counts[t]) - counts[t], counts[t])
-        xt = np.zeros((g, m[t], rows.shape[1]), np.float32)
-        xt[gi, li] = rows
-        x[t] = torch.from_numpy(xt)
+    x = {
+        t: torch.from_numpy(
+            np.concatenate([gr["nodes"][t] for gr in graphs]).astype(np.float32, copy=False)
+        )
+        for t in NODE_TYPES
+    }
     bias, has_in = {}, {}
     for dst, inc in INCOMING.items():
         width = sum(m[src] for _, src in inc)
@@ -247,9 +271,12 @@ def pad_graphs(graphs: list[dict[str, Any]]) -> PaddedGraphs:
         with np.errstate(divide="ignore"):
             bias[dst] = torch.from_numpy(np.where(cnt > 0, np.log(cnt), np.float32(-1e30)))
         has_in[dst] = torch.from_numpy((cnt.sum(-1, keepdims=True) > 0).astype(np.float32))
+    count = {t: torch.from_numpy(c) for t, c in counts.items()}
     return PaddedGraphs(
         x=x,
-        count={t: torch.from_numpy(c) for t, c in counts.items()},
+        count=count,
+        size=m,
+        pos=_positions(count, m),
         bias=bias,
         has_in=has_in,
         agents=torch.from_numpy(np.stack([gr["ids"]["node"] for gr in graphs]).astype(np.int64)),
@@ -258,6 +285,12 @@ def pad_graphs(graphs: list[dict[str, Any]]) -> PaddedGraphs:
             np.stack([gr["ids"]["targets"] for gr in graphs]).astype(np.int64)
         ),
     )
+
+
+def _pad(rows: torch.Tensor, batch: PaddedGraphs, t: str) -> torch.Tensor:
+    """(R_t, C) packed rows as (G, M_t, C), zeros in the padding."""
+    padded = rows.new_zeros(len(batch) * batch.size[t], rows.shape[1])
+    return padded.index_copy(0, batch.pos[t], rows).reshape(len(batch), batch.size[t], -1)
 
 
 def _fused_projections(conv: nn.Module, dsts: tuple[str, ...]) -> dict[str, tuple]:
@@ -298,6 +331,7 @@ def _hgt_dense(
     conv: nn.Module,
     fused: dict[str, tuple],
     h: dict[str, torch.Tensor],
+    batch: PaddedGraphs,
     bias: dict[str, torch.Tensor],
     has_in: dict[str, torch.Tensor],
     dsts: tuple[str, ...] = NODE_TYPES,
@@ -307,23 +341,25 @@ def _hgt_dense(
     Args:
         conv: a ``torch_geometric.nn.HGTConv`` over ``METADATA``.
         fused: :func:`_fused_projections` of ``conv`` for ``dsts``.
-        h: per node type, (G, M_t, F) embeddings.
+        h: per node type, (R_t, F) embeddings of the packed rows.
+        batch: the graphs' layout.
         bias: per destination type, (G, 1, M_dst, S) (:attr:`PaddedGraphs.bias`).
         has_in: per destination type, (G, 1, M_dst, 1) (:attr:`PaddedGraphs.has_in`).
         dsts: the destination types to compute (the last layer skips outputs nobody reads).
 
     Returns:
-        Per type of ``dsts``, (G, M_t, F) outputs (after ``out_lin`` and the gated skip).
+        Per type of ``dsts``, (R_t, F) outputs (after ``out_lin`` and the gated skip).
     """
     heads, f = conv.heads, conv.out_channels
     d = f // heads
     proj: dict[Any, torch.Tensor] = {}
     for t, (w, b, names) in fused.items():
-        parts = torch.nn.functional.linear(h[t], w, b).split(f, dim=-1)
+        # project the real rows only, then lay them out padded for the attention
+        parts = _pad(torch.nn.functional.linear(h[t], w, b), batch, t).split(f, dim=-1)
         proj.update({(t, name): x for name, x in zip(names, parts, strict=True)})
     out = {}
     for dst in dsts:
-        gsz, m_dst = h[dst].shape[:2]
+        gsz, m_dst = len(batch), batch.size[dst]
         q = proj[dst, "q"]
         ks = [proj[src, (e, "k")] for e, src in INCOMING[dst]]
         vs = [proj[src, (e, "v")] for e, src in INCOMING[dst]]
@@ -333,7 +369,7 @@ def _hgt_dense(
         att = torch.softmax(qh @ kh.transpose(-1, -2) + bias[dst], dim=-1)
         # a row without incoming edges aggregates nothing (PyG: zero), not a uniform mix
         agg = (att @ vh) * has_in[dst]
-        agg = agg.transpose(1, 2).reshape(gsz, m_dst, f)
+        agg = agg.transpose(1, 2).reshape(gsz * m_dst, f).index_select(0, batch.pos[dst])
         a = conv.out_lin.lins[dst](torch.nn.functional.gelu(agg))
         alpha = conv.skip[dst].sigmoid()
         out[dst] = alpha * a + (1 - alpha) * h[dst]
@@ -390,7 +426,7 @@ class HeteroBackbone(nn.Module):
     def forward(
         self, batch: PaddedGraphs, need: tuple[str, ...] = NODE_TYPES
     ) -> dict[str, torch.Tensor]:
-        """Embeddings of the types ``need``, (G, M_t, hidden); padded rows hold no meaning.
+        """Embeddings of the types ``need``, (G, M_t, hidden), zeros in the padding.
 
         The last layer computes only the ``need`` types' outputs (the same numbers, less work).
         """
@@ -400,6 +436,6 @@ class HeteroBackbone(nn.Module):
         has_in = {t: x[:, None] for t, x in batch.has_in.items()}
         for i, conv in enumerate(self.convs):
             dsts = need if i == len(self.convs) - 1 else NODE_TYPES
-            out = _hgt_dense(conv, self._fused(i, dsts), h, bias, has_in, dsts)
+            out = _hgt_dense(conv, self._fused(i, dsts), h, batch, bias, has_in, dsts)
             h = {t: h[t] + torch.tanh(out[t]) for t in dsts}
-        return {t: h[t] for t in need}
+        return {t: _pad(h[t], batch, t) for t in need}
