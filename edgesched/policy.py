@@ -90,12 +90,13 @@ class EnvSpec:
 
         To get the spec of a scenario without building a simulator of your own, resolve it
         once (:func:`edgesched.envs.handle.resolve_scenario`) and read the handle's
-        ``spec``: it builds one simulator on first access and keeps the answer.
+        ``spec``: it builds one simulator on first access and keeps the answer. A batched
+        simulator's spec is that of one copy.
         """
         name = f"{sim.scenario_id}" if getattr(sim, "scenario_id", None) else "custom"
         return EnvSpec(
             scenario=name,
-            num_agents=sim.num_agents,
+            num_agents=sim.agents_per_copy,
             obs_dim=sim.obs_dim,
             state_dim=sim.state_dim,
             num_actions=sim.num_actions,

@@ -100,7 +100,7 @@ def test_forecast_history_is_learned_from_episodes_and_saved_with_the_policy():
     np.testing.assert_array_equal(tr2.actor.forecast_history.numpy(), hist)
     tr._refit()
     tr2._refit()
-    sim = vec.sims[0]
+    sim = vec.copies[0]
     np.testing.assert_allclose(tr._episode_forecasts(sim), tr2._episode_forecasts(sim))
     with torch.no_grad():
         f = torch.from_numpy(np.zeros((1, tr.job_dim), np.float32))

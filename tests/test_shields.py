@@ -313,7 +313,7 @@ def test_srole_learner_pays_the_penalty_for_proposed_collisions():
         torch.manual_seed(0)
         algo = OmegaConf.structured(AlgoConfig(name="srole", collision_penalty=pen))
         vec = VecSim(cfg, 2, seed=3, scenario_id=sc.id)
-        trainer = make_trainer("srole", algo, EnvSpec.of(vec.sims[0]), 3, "central")
+        trainer = make_trainer("srole", algo, EnvSpec.of(vec.sim), 3, "central")
         batch = trainer.collect(vec, 24)
         rewards[pen], logs[pen] = batch["rewards"], batch["log"]
     assert logs[0.0]["collisions_proposed_per_step"] > 0

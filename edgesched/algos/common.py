@@ -17,11 +17,56 @@ from torch import nn
 from edgesched.envs.config import SimConfig
 from edgesched.envs.core import EdgeClusterSim
 from edgesched.envs.topology import build_cluster
-from edgesched.experiment.seeds import train_episode_seed
+from edgesched.envs.view import ClusterView
+from edgesched.protocol import train_episode_seed
+
+
+class SimCopy:
+    """One copy of a :class:`VecSim`, with the parts of a lone simulator trainers use.
+
+    Reads go through :meth:`view` (a read-only :class:`~edgesched.envs.view.ClusterView`
+    of this copy, local ids); :meth:`resize` is the one mutation (RLPTO's elastic resources).
+    """
+
+    def __init__(self, sim: EdgeClusterSim, b: int) -> None:
+        self._sim, self.b = sim, b
+        self._view = ClusterView(sim, copy=b)
+
+    def view(self) -> ClusterView:
+        """This copy's read-only cluster view (as ``EdgeClusterSim.view()``)."""
+        return self._view
+
+    @property
+    def cfg(self) -> SimConfig:
+        """The scenario's parameters."""
+        return self._sim.cfg
+
+    @property
+    def obs(self) -> np.ndarray:
+        """(N, D) this copy's observations."""
+        return self._sim.obs_batched[self.b]
+
+    @property
+    def mask(self) -> np.ndarray:
+        """(N, A) this copy's action masks."""
+        return self._sim.mask_batched[self.b]
+
+    def graph(self) -> dict[str, Any]:
+        """This copy's graph view (local ids)."""
+        return self._sim.graph(self.b)
+
+    def resize(self, jobs: np.ndarray, delta: np.ndarray) -> np.ndarray:
+        """Resize running jobs of this copy (local ids), see ``EdgeClusterSim.resize``."""
+        offset = self.b * self._sim.job_capacity
+        return self._sim.resize(np.asarray(jobs, dtype=np.int64) + offset, delta)
 
 
 class VecSim:
-    """A vector of simulator copies stepped through the array fast path, with auto-reset.
+    """``num_envs`` copies of a scenario as one batched simulator, with auto-reset.
+
+    The copies are one :class:`~edgesched.envs.core.EdgeClusterSim` with ``copies=num_envs``:
+    every step is one array program over all of them. Copy ``i`` is bit for bit the lone
+    simulator a Python list of copies would hold, so training is unchanged by the batching.
 
     Args:
         cfg: scenario configuration (all copies share the static cluster).
@@ -32,30 +77,34 @@ class VecSim:
     """
 
     def __init__(self, cfg: SimConfig, num_envs: int, seed: int, scenario_id: str = "") -> None:
-        cluster = build_cluster(cfg)
-        self.sims = [EdgeClusterSim(cfg, cluster, scenario_id) for _ in range(num_envs)]
+        self.sim = EdgeClusterSim(cfg, build_cluster(cfg), scenario_id, copies=num_envs)
         self.seed = seed
         self.episodes = np.zeros(num_envs, dtype=np.int64)
         self.num_envs = num_envs
         self.capture_graphs = False
         """Also return the graph view and mask of truncated copies (graph-reading learners)."""
-        for i, sim in enumerate(self.sims):
-            sim.reset(train_episode_seed(seed, i, 0))
+        self.sim.reset(seeds=[train_episode_seed(seed, i, 0) for i in range(num_envs)])
+        self.copies = [SimCopy(self.sim, i) for i in range(num_envs)]
+
+    @property
+    def cfg(self) -> SimConfig:
+        """The scenario's parameters."""
+        return self.sim.cfg
 
     @property
     def obs(self) -> np.ndarray:
         """(E, N, D) observations."""
-        return np.stack([s.obs for s in self.sims])
+        return self.sim.obs_batched
 
     @property
     def mask(self) -> np.ndarray:
         """(E, N, A) action masks."""
-        return np.stack([s.mask for s in self.sims])
+        return self.sim.mask_batched
 
     @property
     def state(self) -> np.ndarray:
         """(E, S) global states."""
-        return np.stack([s.state() for s in self.sims])
+        return self.sim.state()
 
     def step(self, actions: np.ndarray) -> dict[str, Any]:
         """Step every copy; finished copies restart on their next training seed.
@@ -64,31 +113,29 @@ class VecSim:
             ``rewards`` (E, N), ``terminated`` (E,), ``truncated`` (E,), ``final_obs`` and
             ``final_state`` for truncated copies (for bootstrapping; also ``final_graph`` and
             ``final_mask`` when ``capture_graphs``), ``episodes`` (metrics
-            of the episodes that ended), and per-step ``collisions`` (E,).
+            of the episodes that ended, in copy order), and per-step ``collisions`` (E,).
         """
-        e = self.num_envs
-        rewards = np.empty((e, self.sims[0].num_agents))
-        term = np.zeros(e, dtype=bool)
-        trunc = np.zeros(e, dtype=bool)
-        collisions = np.zeros(e)
+        sim = self.sim
+        rewards, info = sim.step(np.asarray(actions).reshape(self.num_envs, -1))
+        term, trunc = sim.terminated.copy(), sim.truncated.copy()
         final_obs: dict[int, np.ndarray] = {}
         final_state: dict[int, np.ndarray] = {}
         final_graph: dict[int, dict[str, Any]] = {}
         final_mask: dict[int, np.ndarray] = {}
         finished = []
-        for i, sim in enumerate(self.sims):
-            r, info = sim.step(actions[i])
-            rewards[i] = r
-            collisions[i] = info["collisions"]
-            if sim.terminated or sim.truncated:
-                term[i], trunc[i] = sim.terminated, sim.truncated
-                if sim.truncated:
-                    final_obs[i], final_state[i] = sim.obs, sim.state()
+        done = np.flatnonzero(term | trunc).tolist()
+        if done:
+            obs, mask, state = sim.obs_batched, sim.mask_batched, sim.state()
+            for i in done:
+                if trunc[i]:
+                    final_obs[i], final_state[i] = obs[i], state[i]
                     if self.capture_graphs:
-                        final_graph[i], final_mask[i] = sim.graph(), sim.mask.copy()
-                finished.append(sim.episode_metrics())
+                        final_graph[i], final_mask[i] = sim.graph(i), mask[i].copy()
+                finished.append(sim.episode_metrics(i))
                 self.episodes[i] += 1
-                sim.reset(train_episode_seed(self.seed, i, int(self.episodes[i])))
+            sim.reset_copies(
+                done, [train_episode_seed(self.seed, i, int(self.episodes[i])) for i in done]
+            )
         return {
             "rewards": rewards,
             "terminated": term,
@@ -98,7 +145,7 @@ class VecSim:
             "final_graph": final_graph,
             "final_mask": final_mask,
             "episodes": finished,
-            "collisions": collisions,
+            "collisions": info["collisions"].astype(np.float64),
         }
 
 

@@ -39,8 +39,8 @@ import torch
 
 from edgesched.envs.central import EdgeSchedCentralEnv
 from edgesched.envs.scenarios import get_scenario
-from edgesched.experiment.seeds import eval_workload_seed, train_episode_seed
 from edgesched.policy import EnvSpec
+from edgesched.protocol import eval_workload_seed, train_episode_seed
 
 HEAD_METRICS = (
     "head_decisions_per_slot",
@@ -172,7 +172,7 @@ class DQNCentralTrainer:
         ``vec`` only provides the scenario configuration; the head runs its own central view.
         """
         if self.model is None:
-            self._build(vec.sims[0].cfg)
+            self._build(vec.cfg)
         chunk = int(steps) * int(vec.num_envs)
         if not self.budget:
             self.budget = chunk  # replaced by the runner's total through set_budget
@@ -217,7 +217,7 @@ class DQNCentralTrainer:
             ``per_episode`` rows and ``summary`` means, with the DESIGN §6 metrics and
             :data:`HEAD_METRICS`.
         """
-        from edgesched.experiment.evaluation import SCALAR_METRICS
+        from edgesched.protocol import SCALAR_METRICS
 
         # strict: the greedy choice is masked, so an infeasible one is a bug to surface
         env = EdgeSchedCentralEnv(env_name, **{**env_overrides, "invalid_action": "raise"})

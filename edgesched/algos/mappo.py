@@ -232,7 +232,7 @@ class PPOTrainer:
 
             self._shields = (
                 vec,
-                [make_shield(self.shield_name, s, **self.shield_kwargs) for s in vec.sims],
+                [make_shield(self.shield_name, s.view(), **self.shield_kwargs) for s in vec.copies],
             )
         return self._shields[1]
 

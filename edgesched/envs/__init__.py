@@ -15,9 +15,11 @@ from .scenarios import (
     register_scenario,
 )
 from .sync import SyncScheme, list_sync_schemes, register_sync_scheme
+from .view import ClusterView
 
 __all__ = [
     "BatchedSim",
+    "ClusterView",
     "ConfigError",
     "DataRequirement",
     "EdgeClusterSim",

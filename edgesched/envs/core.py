@@ -48,6 +48,7 @@ from .progress import get_progress_model
 from .queues import QueueMixin
 from .sync import get_sync_scheme
 from .topology import Cluster, build_cluster
+from .view import ClusterView
 from .workload import Workload, draw_workload, probs
 from .workloads import TraceWorkload
 
@@ -229,6 +230,10 @@ class EdgeClusterSim(
         if not self.lone:
             raise TypeError("a batched simulator counts per copy: use counters_of(b)")
         return self.counters_of(0)
+
+    def view(self, b: int | None = None) -> ClusterView:
+        """The read-only :class:`~edgesched.envs.view.ClusterView` of copy ``b``."""
+        return ClusterView(self, b)
 
     def workload(self, b: int = 0) -> Workload:
         """The workload of copy ``b``'s current episode (local job ids)."""

@@ -22,38 +22,15 @@ from typing import Any
 
 import numpy as np
 
-# the module, not its names: the simulator core may import this module at its top
-from . import core
 from .config import SimConfig
+from .metrics import QUEUED
+from .observe import NODE_FEATURES
+from .placement import CAPACITY_EPS, colliding_nodes
 from .topology import Cluster
-
-CAPACITY_EPS = 1e-9
-"""Capacity tolerance of the mask, the collision test and the shields' arbitration."""
 
 LINK_FEATURES = 3
 """Per-target link features after the target's node features: link present, log10
 bandwidth / 2, latency / 100 ms."""
-
-
-def colliding_nodes(targets: np.ndarray, alloc: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """The collision test (DESIGN §3.3): nodes whose placements collide.
-
-    A node collides when it receives two or more placements whose joint allocation exceeds
-    its free capacity (plus :data:`CAPACITY_EPS`) in some resource.
-
-    Args:
-        targets: (M,) node of each placement.
-        alloc: (M, 3) allocation of each placement.
-        free: (N, 3) free capacity per node (may be negative under overload).
-
-    Returns:
-        (N,) bool, the colliding nodes.
-    """
-    n = len(free)
-    demand = np.zeros((n, 3))
-    np.add.at(demand, targets, alloc)
-    count = np.bincount(targets, minlength=n)
-    return (count >= 2) & (demand > free + CAPACITY_EPS).any(axis=1)
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -139,7 +116,7 @@ class ObsLayout:
             job_width: features per job block (``job_features``).
             num_priorities: priority classes (the model one-hot follows their one-hot).
         """
-        nf = core.NODE_FEATURES
+        nf = NODE_FEATURES
         jobs0 = nf + 3
         targets0 = jobs0 + pending_slots * job_width
         width = nf + LINK_FEATURES
@@ -195,7 +172,7 @@ class CentralObsLayout:
     @staticmethod
     def build(job_width: int, num_nodes: int) -> CentralObsLayout:
         """The layout for ``job_width`` job features and ``num_nodes`` nodes."""
-        width = core.NODE_FEATURES + 1
+        width = NODE_FEATURES + 1
         return CentralObsLayout(
             job=slice(0, job_width),
             nodes=slice(job_width, job_width + num_nodes * width),
@@ -207,8 +184,16 @@ class CentralObsLayout:
 class ClusterView:
     """Read-only access to one simulator's cluster, queues, jobs and actions.
 
+    A view shows one copy of the simulator, with that copy's local agent, node and job ids
+    (``0..N-1``, ``0..J-1``): a lone simulator's view is the whole simulator; a batched
+    simulator's needs ``copy``.
+
     Args:
         sim: the simulator (:class:`~edgesched.envs.core.EdgeClusterSim` or a subclass).
+        copy: which copy of a batched simulator (``None``: the only one).
+
+    Raises:
+        ValueError: ``copy`` missing on a batched simulator or out of range.
 
     Example:
         >>> from edgesched.envs import EdgeClusterSim, make_config
@@ -219,16 +204,43 @@ class ClusterView:
         (10, 3)
     """
 
-    __slots__ = ("_sim",)
+    __slots__ = ("_b", "_sim")
 
-    def __init__(self, sim: Any) -> None:
-        self._sim = sim
+    def __init__(self, sim: Any, copy: int | None = None) -> None:
+        if copy is None:
+            if sim.copies != 1:
+                raise ValueError(
+                    f"copy=None: a batched simulator ({sim.copies} copies) needs copy=b, "
+                    f"0 <= b < {sim.copies}"
+                )
+            copy = 0
+        if not 0 <= int(copy) < sim.copies:
+            raise ValueError(f"copy={copy!r}: need 0 <= copy < {sim.copies}")
+        self._sim, self._b = sim, int(copy)
+
+    # the copy's agents and job ids in the simulator's (batched) arrays
+    def _ag(self) -> slice:
+        n = self._sim.agents_per_copy
+        return slice(self._b * n, (self._b + 1) * n)
+
+    def _j0(self) -> int:
+        return self._b * self._sim.job_capacity
+
+    def _js(self) -> slice:
+        j0 = self._j0()
+        return slice(j0, j0 + self._sim.workload(self._b).num_jobs)
+
+    def _local(self, ids: np.ndarray, offset: int) -> np.ndarray:
+        """Ids of the copy shifted to local ones, -1 kept; read-only."""
+        if offset == 0:
+            return _readonly(ids)
+        return np.where(ids >= 0, ids - offset, -1)
 
     # ------------------------------------------------------------------ sizes
     @property
     def num_agents(self) -> int:
-        """N, agents (= nodes)."""
-        return self._sim.num_agents
+        """N, agents (= nodes) of the copy."""
+        return self._sim.agents_per_copy
 
     @property
     def num_actions(self) -> int:
@@ -253,7 +265,7 @@ class ClusterView:
     @property
     def num_jobs(self) -> int:
         """Jobs of the current episode's workload (arrived or not)."""
-        return self._sim.num_jobs
+        return self._sim.workload(self._b).num_jobs
 
     @property
     def num_priorities(self) -> int:
@@ -289,27 +301,28 @@ class ClusterView:
     @property
     def clock(self) -> int:
         """The current slot."""
-        return self._sim.t
+        return int(self._sim.tc[self._b])
 
     @property
     def capacity(self) -> np.ndarray:
         """(N, 3) capacity per node (cpu cores, GPUs, memory GiB), read-only."""
-        return _readonly(self._sim.capacity)
+        return _readonly(self._sim.capacity[self._ag()])
 
     @property
     def used(self) -> np.ndarray:
         """(N, 3) allocated resources per node, read-only (may exceed capacity)."""
-        return _readonly(self._sim.used)
+        return _readonly(self._sim.used[self._ag()])
 
     @property
     def free(self) -> np.ndarray:
         """(N, 3) ``capacity - used``, a fresh array (negative under overload)."""
-        return self._sim.capacity - self._sim.used
+        ag = self._ag()
+        return self._sim.capacity[ag] - self._sim.used[ag]
 
     @property
     def inv_capacity(self) -> np.ndarray:
         """(N, 3) ``1 / capacity``, 0 where the capacity is 0; read-only."""
-        return _readonly(self._sim._inv_cap)
+        return _readonly(self._sim._inv_cap[self._ag()])
 
     @property
     def neighbors(self) -> np.ndarray:
@@ -333,22 +346,26 @@ class ClusterView:
 
     def occupied_share(self) -> float:
         """Allocated share of the cluster's CPUs and GPUs (RLPTO's "resources occupied")."""
-        return self._sim.occupied_share()
+        return float(np.atleast_1d(self._sim.occupied_share())[self._b])
 
     # ------------------------------------------------------------------ queues
     @property
     def pending(self) -> np.ndarray:
         """(N, P) job id in each agent's pending slots, -1 where empty; read-only."""
-        return _readonly(self._sim.head)
+        return self._local(self._sim.head[self._ag()], self._j0())
 
     @property
     def queue_lengths(self) -> np.ndarray:
         """(N,) queued jobs per agent, read-only."""
-        return _readonly(self._sim.qlen)
+        return _readonly(self._sim.qlen[self._ag()])
 
     def queued_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """All queue entries as (agent, job) arrays, each agent's in priority order."""
         agents, jobs = self._sim.queued_pairs()
+        if self._sim.copies > 1:
+            mine = jobs // self._sim.job_capacity == self._b
+            agents = agents[mine] - self._ag().start
+            jobs = jobs[mine] - self._j0()
         return _readonly(agents), _readonly(jobs)
 
     # ------------------------------------------------------------------ jobs
@@ -359,99 +376,101 @@ class ClusterView:
             jobs: job ids (any shape; -1 indexes the last job: mask such entries out).
             levels: allocation levels, broadcastable with ``jobs``.
         """
-        return self._sim.j_alloc[jobs, levels]
+        return self._sim.j_alloc[np.asarray(jobs) + self._j0(), levels]
 
     @property
     def alloc_table(self) -> np.ndarray:
         """(J, L, 3) allocation of every job at every level, read-only."""
-        return _readonly(self._sim.j_alloc)
+        return _readonly(self._sim.j_alloc[self._js()])
 
     @property
     def job_arrival(self) -> np.ndarray:
         """(J,) arrival slot of each job (ids are in arrival order), read-only."""
-        return _readonly(self._sim.j_arrival)
+        return _readonly(self._sim.j_arrival[self._js()])
 
     @property
     def job_priority(self) -> np.ndarray:
         """(J,) priority class of each job (0 first), read-only."""
-        return _readonly(self._sim.j_prio)
+        return _readonly(self._sim.j_prio[self._js()])
 
     @property
     def job_workers(self) -> np.ndarray:
         """(J,) workers (gang size) of each job, read-only."""
-        return _readonly(self._sim.j_workers)
+        return _readonly(self._sim.j_workers[self._js()])
 
     @property
     def job_x90(self) -> np.ndarray:
         """(J,) samples to 90% quality of each job (its size), read-only."""
-        return _readonly(self._sim.j_x90)
+        return _readonly(self._sim.j_x90[self._js()])
 
     @property
     def job_max_samples(self) -> np.ndarray:
         """(J,) sample budget of each job (its epoch limit), read-only."""
-        return _readonly(self._sim.j_max_samples)
+        return _readonly(self._sim.j_max_samples[self._js()])
 
     @property
     def job_status(self) -> np.ndarray:
-        """(J,) status code of each job (``core.NOT_ARRIVED .. DONE``), read-only."""
-        return _readonly(self._sim.status)
+        """(J,) status code of each job (``NOT_ARRIVED .. DONE``), read-only."""
+        return _readonly(self._sim.status[self._js()])
 
     @property
     def queued(self) -> np.ndarray:
         """(J,) bool, jobs waiting in a queue (status ``QUEUED``); fresh."""
-        return self._sim.status == core.QUEUED
+        return self._sim.status[self._js()] == QUEUED
 
     @property
     def running(self) -> np.ndarray:
         """Ids of the running jobs, in start order; read-only."""
-        return _readonly(self._sim.running)
+        running = self._sim.running
+        if self._sim.copies > 1:
+            running = running[running // self._sim.job_capacity == self._b]
+        return self._local(running, self._j0())
 
     @property
     def job_quality(self) -> np.ndarray:
         """(J,) normalized model quality of each job, read-only."""
-        return _readonly(self._sim.quality)
+        return _readonly(self._sim.quality[self._js()])
 
     @property
     def job_progress(self) -> np.ndarray:
         """(J,) training progress of each job (samples; TapFinger: fraction), read-only."""
-        return _readonly(self._sim.progress)
+        return _readonly(self._sim.progress[self._js()])
 
     @property
     def job_start_slot(self) -> np.ndarray:
         """(J,) slot each job started running (-1: not yet), read-only."""
-        return _readonly(self._sim.start_slot)
+        return _readonly(self._sim.start_slot[self._js()])
 
     @property
     def worker_nodes(self) -> np.ndarray:
         """(J, W) node of each job's workers (-1: not placed or no such worker), read-only."""
-        return _readonly(self._sim.w_node)
+        return self._local(self._sim.w_node[self._js()], self._ag().start)
 
     @property
     def worker_alloc(self) -> np.ndarray:
         """(J, W, 3) allocation of each job's workers, read-only."""
-        return _readonly(self._sim.w_alloc)
+        return _readonly(self._sim.w_alloc[self._js()])
 
     @property
     def worker_levels(self) -> np.ndarray:
         """(J, W) allocation level of each job's workers, read-only."""
-        return _readonly(self._sim.w_level)
+        return _readonly(self._sim.w_level[self._js()])
 
     def episode_key(self) -> int:
         """A key of the current episode: it changes at every reset.
 
-        It is the identity of the episode's arrival array, which :meth:`reset` replaces
-        while the previous one is still alive, so the key of an episode always differs from
-        the previous episode's and from every other live episode's. Like any ``id`` it may
-        recur once an episode's workload has been freed: compare it only with the key last
-        seen for the same simulator.
+        It is the identity of the copy's episode workload, which a reset replaces while
+        the previous one is still alive, so the key of an episode always differs from the
+        previous episode's. Like any ``id`` it may recur once a workload has been freed:
+        compare it only with the key last seen for the same view.
         """
-        return id(self._sim.j_arrival)
+        return id(self._sim.workload(self._b))
 
     # ------------------------------------------------------------------ actions
     @property
     def mask(self) -> np.ndarray:
         """(N, A) feasible actions of every agent, read-only."""
-        return _readonly(self._sim.mask)
+        return _readonly(self._sim.mask[self._ag()])
 
     def decode(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Split placement actions (> 0) into (pending slot, target index, level)."""
@@ -479,6 +498,8 @@ class ClusterView:
             InvalidActionError: wrong shape or dtype, or an invalid action under ``'raise'``.
         """
         sim = self._sim
+        if sim.copies != 1:
+            raise TypeError("check_actions needs a one-copy simulator (steps check batches)")
         sim.invalid_mask = None  # only set by the check when an action is invalid
         return sim._checked_actions(actions)
 
@@ -486,7 +507,7 @@ class ClusterView:
     def invalid_mask(self) -> np.ndarray | None:
         """(N,) bool, agents whose action the last check or step deferred; ``None``: none."""
         bad = self._sim.invalid_mask
-        return None if bad is None else _readonly(bad)
+        return None if bad is None else _readonly(bad[self._ag()])
 
     # ------------------------------------------------------------------ collisions
     def colliding_nodes(self, targets: np.ndarray, alloc: np.ndarray) -> np.ndarray:
@@ -499,3 +520,6 @@ class ClusterView:
         """Where each block and field of an agent's observation lies."""
         sim = self._sim
         return ObsLayout.build(sim.pending_slots, sim.k1, sim.job_features, sim.num_priorities)
+
+
+__all__ = ["CAPACITY_EPS", "CentralObsLayout", "ClusterView", "ObsLayout", "colliding_nodes"]

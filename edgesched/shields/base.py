@@ -149,8 +149,8 @@ class Shield(ABC):
     name: str = "shield"
 
     def __init__(self, sim: Any) -> None:
-        self.sim = sim
-        self.view = ClusterView(sim)
+        # a simulator (one copy) or the ClusterView of one copy of a batched simulator
+        self.view = _as_view(sim)
         idx = np.arange(1, self.view.num_actions)
         self._slot, self._k, self._lvl = self.view.decode(idx)
         self._lat = self.view.cluster.pair_lat

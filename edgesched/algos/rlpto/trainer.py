@@ -52,7 +52,6 @@ import torch
 from torch import nn
 
 from edgesched.envs.core import EdgeClusterSim
-from edgesched.envs.view import ClusterView
 from edgesched.policy import EnvSpec
 
 from ..common import (
@@ -142,7 +141,7 @@ class RLPTOTrainer:
     def _arrivals(self, sim: EdgeClusterSim, upto: int | None = None) -> np.ndarray:
         """Arrivals per window of the episode's arrival phase (windows ending before upto)."""
         w = self.window
-        view = ClusterView(sim)
+        view = sim.view()
         n_win = max(view.config.arrival_slots // w, 1)
         a = view.job_arrival
         if upto is not None:
@@ -189,7 +188,7 @@ class RLPTOTrainer:
         uses windows ``< k`` only), so one call per episode yields every window's forecast;
         it is memoized per episode and fit.
         """
-        view = ClusterView(sim)
+        view = sim.view()
         if view.clock >= view.config.arrival_slots:
             return 0.0  # arrivals are over for this episode
         key = (view.episode_key(), self._fits)
@@ -222,7 +221,7 @@ class RLPTOTrainer:
         gain over the last slot, whatever the number of decision rounds per slot.
         """
         key = id(sim)
-        view = ClusterView(sim)
+        view = sim.view()
         ep, t, quality = view.episode_key(), view.clock, view.job_quality
         snap = self._q_snap.get(key)
         if snap is None or snap[0] != ep:
@@ -234,7 +233,7 @@ class RLPTOTrainer:
 
     def _jobs(self, sim: EdgeClusterSim, prev_q: np.ndarray, forecast: float):
         """Running jobs, their features (J, D), action masks (J, 3) and rule shrinks (J,)."""
-        view = ClusterView(sim)
+        view = sim.view()
         jobs = view.running
         nj = len(jobs)
         feats = np.zeros((nj, self.job_dim), np.float32)
@@ -291,7 +290,7 @@ class RLPTOTrainer:
 
     def _reward(self, sim: EdgeClusterSim, env_reward: np.ndarray, gain: float) -> float:
         """RLPTO's cluster reward of the slot just run (see the module docs)."""
-        view = ClusterView(sim)
+        view = sim.view()
         in_system = -float(env_reward.sum()) if view.config.reward_mode == "local" else 0.0
         if view.config.reward_mode == "team":
             in_system = -float(env_reward.mean()) * view.num_agents
@@ -351,9 +350,9 @@ class RLPTOTrainer:
         rule_shrinks = 0
         gamma = float(self.cfg.gamma)
         for t in range(steps):
-            fc = np.array([self._forecast(s) for s in vec.sims], np.float32)
-            prev_q = [self._quality_before(s) for s in vec.sims]
-            for i, sim in enumerate(vec.sims):
+            fc = np.array([self._forecast(s) for s in vec.copies], np.float32)
+            prev_q = [self._quality_before(s) for s in vec.copies]
+            for i, sim in enumerate(vec.copies):
                 self._track_episode(i, sim)
                 out = self._control(sim, prev_q[i], float(fc[i]), greedy=False)
                 rule_shrinks += out["rule"]
@@ -365,11 +364,11 @@ class RLPTOTrainer:
             state = vec.state
             state_b[t], fc_b[t] = state, fc
             val_b[t] = self._value(state, fc)
-            placements = np.stack([self.placer.act(s.obs, s.mask, None) for s in vec.sims])
-            views = [ClusterView(s) for s in vec.sims]
+            placements = np.stack([self.placer.act(s.obs, s.mask, None) for s in vec.copies])
+            views = [s.view() for s in vec.copies]
             before = [(v.running.copy(), float(v.job_quality[v.running].sum())) for v in views]
             res = vec.step(placements)
-            for i, sim in enumerate(vec.sims):
+            for i, sim in enumerate(vec.copies):
                 gain = 0.0
                 if not (res["terminated"][i] or res["truncated"][i]):
                     # quality gained this slot by the jobs that ran (completions included)
@@ -381,7 +380,7 @@ class RLPTOTrainer:
                 rew_b[t, i] = r
             done_b[t] = res["terminated"] | res["truncated"]
             episodes += res["episodes"]
-        last_fc = np.array([self._forecast(s) for s in vec.sims], np.float32)
+        last_fc = np.array([self._forecast(s) for s in vec.copies], np.float32)
         adv, ret = gae(
             rew_b, val_b, self._value(vec.state, last_fc), done_b, gamma, float(self.cfg.gae_lambda)
         )
@@ -412,7 +411,7 @@ class RLPTOTrainer:
 
     def _track_episode(self, key: int, sim: EdgeClusterSim) -> None:
         """When a copy has started a new episode, its previous one's arrivals are history."""
-        cur = ClusterView(sim).episode_key()
+        cur = sim.view().episode_key()
         prev = self._episode_ids.get(key)
         if prev is not None and prev != cur and key in self._last_arrivals:
             hist = np.concatenate([self.actor.forecast_history.numpy(), self._last_arrivals[key]])
@@ -494,13 +493,17 @@ class RLPTOTrainer:
             (the paper's data-scale statement).
         """
         from edgesched.envs.scenarios import get_scenario
-        from edgesched.experiment.evaluation import EXTRA_METRICS, SCALAR_METRICS, cluster_reward
-        from edgesched.experiment.seeds import eval_workload_seed
+        from edgesched.protocol import (
+            EXTRA_METRICS,
+            SCALAR_METRICS,
+            cluster_reward,
+            eval_workload_seed,
+        )
 
         self._refit(current=True)
         scenario = get_scenario(env_name)
         sim = EdgeClusterSim(scenario.config(**env_overrides), scenario_id=scenario.id)
-        view = ClusterView(sim)
+        view = sim.view()
         # per-simulator caches are keyed by id(): drop any entry of a dead object at this id
         self._fc_memo.pop(id(sim), None)
         self._q_snap.pop(id(sim), None)
