@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from .envs import (
     ConfigError,
+    EdgeSchedVectorEnv,
     InvalidActionError,
     SimConfig,
     data_requirements,
@@ -20,6 +21,7 @@ from .envs import (
     make_aec,
     make_batched,
     make_parallel,
+    make_vector,
 )
 
 __version__ = "0.1.0"
@@ -46,6 +48,7 @@ _register_gymnasium()
 
 __all__ = [
     "ConfigError",
+    "EdgeSchedVectorEnv",
     "InvalidActionError",
     "SimConfig",
     "__version__",
@@ -55,4 +58,5 @@ __all__ = [
     "make_aec",
     "make_batched",
     "make_parallel",
+    "make_vector",
 ]

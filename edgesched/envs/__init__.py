@@ -15,6 +15,7 @@ from .scenarios import (
     register_scenario,
 )
 from .sync import SyncScheme, list_sync_schemes, register_sync_scheme
+from .vector import EdgeSchedVectorEnv, make_vector
 from .view import ClusterView
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "EdgeClusterSim",
     "EdgeSchedCentralEnv",
     "EdgeSchedParallelEnv",
+    "EdgeSchedVectorEnv",
     "InvalidActionError",
     "Scenario",
     "SimConfig",
@@ -38,6 +40,7 @@ __all__ = [
     "make_batched",
     "make_config",
     "make_parallel",
+    "make_vector",
     "model_catalog",
     "register_scenario",
     "register_sync_scheme",

@@ -1,0 +1,327 @@
+"""Gymnasium vector view: B copies of a scenario as one batched single-agent environment."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from .config import SimConfig
+from .core import OBS_BOUND, STEP_INFO_KEYS, EdgeClusterSim, InvalidActionError
+from .scenarios import Scenario, get_scenario
+
+REWARD_MODES = ("sum", "mean")
+"""How a sub-environment's reward aggregates its agents' rewards."""
+
+_SEED_HIGH = 2**63 - 1
+
+
+class EdgeSchedVectorEnv(VectorEnv):
+    """Batched joint-action edge-cluster scheduling (Gymnasium ``VectorEnv``).
+
+    Description:
+        The multi-agent problem of :class:`~edgesched.envs.parallel.EdgeSchedParallelEnv`
+        seen by one single-agent learner that chooses the joint action of all N agents,
+        batched over ``num_envs`` independent sub-environments. Sub-environment ``b`` is copy
+        ``b`` of one :class:`~edgesched.envs.core.EdgeClusterSim` with ``copies=num_envs``,
+        so all copies step as one array program (numpy only) and copy ``b`` follows, bit for
+        bit, a lone simulator reset with the same seed and given the same actions.
+
+    Observation:
+        Per sub-environment ``Dict(observation=Box(float32, (N, D)), action_mask=Box(int8 0/1,
+        (N, A)), state=Box(float32, (S,)))``: row ``n`` of ``observation`` and
+        ``action_mask`` is agent ``n``'s observation and mask as in the PettingZoo view, and
+        ``state`` is the global state for centralized critics. :attr:`observation_space` is
+        the batched space (a leading ``num_envs`` axis, ``gymnasium.vector.utils.batch_space``).
+        :meth:`action_masks` gives the masks as a (B, N, A) bool array.
+
+    Action:
+        Per sub-environment ``MultiDiscrete([A] * N)``, the joint action: one action per
+        agent, as in the PettingZoo view (0 defers). ``step`` takes an integer array of shape
+        ``(num_envs, N)``; another shape or a non-integer dtype raises
+        :class:`~edgesched.envs.core.InvalidActionError` naming the expected shape. A masked
+        or out-of-range action defers and is counted (``info["invalid_actions"]``) under the
+        default ``invalid_action='defer'``; ``invalid_action='raise'`` raises instead.
+
+    Reward:
+        Per sub-environment the sum of its agents' rewards (``reward_mode='sum'``, the
+        default; summed over an episode this is minus the total job completion time under
+        ``reward_mode='local'`` of the scenario) or their mean (``reward_mode='mean'``).
+        float64 array of shape ``(num_envs,)``.
+
+    Episode end:
+        A sub-environment is terminated when all its jobs arrived and finished, truncated
+        after ``max_slots`` slots or ``max_steps`` decision rounds. Autoreset follows
+        Gymnasium's ``AutoresetMode.NEXT_STEP`` (``metadata["autoreset_mode"]``), as its
+        ``SyncVectorEnv`` does: the step that ends an episode returns its last observation;
+        the next ``step`` ignores that sub-environment's action, resets it and returns its
+        first observation with reward 0 and terminated/truncated False, while the other
+        sub-environments step as usual. Auto-resets draw their seeds from a generator seeded
+        by the ``reset`` seed (no global randomness).
+
+    Info:
+        Gymnasium's vector convention, a dict of ``(num_envs,)`` arrays each with a ``_key``
+        bool mask: the step counters :data:`~edgesched.envs.core.STEP_INFO_KEYS` of every
+        sub-environment (0 at reset and on the autoreset step). For the sub-environments
+        whose episode ended in this step, ``info["episode_metrics"]`` holds the scalar
+        episode metrics (DESIGN §6: ``jct_mean``, ``jobs_done``, ``makespan``, ...) as a dict
+        of arrays with their own ``_key`` masks, and ``info["_episode_metrics"]`` marks those
+        sub-environments. (The key is not ``"episode"``, which
+        ``gymnasium.wrappers.vector.RecordEpisodeStatistics`` writes.)
+
+    Arguments:
+        scenario: registered scenario name (``edgesched.list_scenarios()``) or a
+            :class:`SimConfig`.
+        num_envs: number of sub-environments (copies) ``B >= 1``.
+        reward_mode: ``"sum"`` or ``"mean"`` over a sub-environment's agents.
+        **overrides: any :class:`SimConfig` parameter, validated.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+
+    def __init__(
+        self,
+        scenario: str | SimConfig = "edge10",
+        num_envs: int = 1,
+        reward_mode: str = "sum",
+        **overrides: Any,
+    ) -> None:
+        if isinstance(scenario, SimConfig):
+            self.scenario: Scenario | None = None
+            cfg = scenario.replace(**overrides) if overrides else scenario
+        else:
+            self.scenario = get_scenario(scenario)
+            cfg = self.scenario.config(**overrides)
+        if reward_mode not in REWARD_MODES:
+            raise ValueError(f"reward_mode={reward_mode!r}: choose one of {list(REWARD_MODES)}")
+        self.reward_mode = reward_mode
+        self.sim = EdgeClusterSim(
+            cfg, scenario_id=self.scenario.id if self.scenario else "", copies=num_envs
+        )
+        self.num_envs = b = self.sim.copies
+        self.render_mode = None
+        n, a = self.sim.agents_per_copy, self.sim.num_actions
+        self.single_observation_space = spaces.Dict(
+            {
+                "observation": spaces.Box(-OBS_BOUND, OBS_BOUND, (n, self.sim.obs_dim), np.float32),
+                "action_mask": spaces.Box(0, 1, (n, a), np.int8),
+                "state": spaces.Box(-OBS_BOUND, OBS_BOUND, (self.sim.state_dim,), np.float32),
+            }
+        )
+        self.single_action_space = spaces.MultiDiscrete(np.full(n, a, dtype=np.int64))
+        self.observation_space = batch_space(self.single_observation_space, b)
+        self.action_space = batch_space(self.single_action_space, b)
+        self._rng: np.random.Generator | None = None
+        self._autoreset = np.zeros(b, dtype=bool)
+        self._next_seeds: list[int | None] = [None] * b
+
+    @property
+    def config(self) -> SimConfig:
+        """The validated scenario configuration."""
+        return self.sim.cfg
+
+    # ------------------------------------------------------------------ helpers
+    def _obs(self) -> dict[str, np.ndarray]:
+        sim = self.sim
+        return {
+            "observation": sim.obs_batched,
+            "action_mask": sim.mask_batched.astype(np.int8),
+            "state": sim.state(),
+        }
+
+    def _counter_infos(self, values: dict[str, Any] | None = None) -> dict[str, Any]:
+        b = self.num_envs
+        infos: dict[str, Any] = {}
+        for k in STEP_INFO_KEYS:
+            infos[k] = (
+                np.zeros(b, dtype=np.int64) if values is None else np.array(values[k], copy=True)
+            )
+            infos[f"_{k}"] = np.ones(b, dtype=bool)
+        return infos
+
+    def _draw_seed(self) -> int:
+        assert self._rng is not None
+        return int(self._rng.integers(0, _SEED_HIGH))
+
+    @property
+    def autoreset_seeds(self) -> list[int | None]:
+        """Per sub-environment: the seed of its next auto-reset (drawn when its episode ends).
+
+        Valid for the sub-environments that ended in the last step; kept for logging and
+        for replaying a sub-environment with a lone simulator.
+        """
+        return list(self._next_seeds)
+
+    def action_masks(self) -> np.ndarray:
+        """(B, N, A) bool: the feasible actions of every agent of every sub-environment."""
+        return self.sim.mask_batched
+
+    # ------------------------------------------------------------------ API
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Start an episode in every sub-environment (or those of ``options["reset_mask"]``).
+
+        Args:
+            seed: ``None`` (fresh entropy), an int ``s`` (sub-environment ``b`` gets
+                ``s + b``) or one seed per sub-environment. The auto-resets that follow draw
+                their seeds from a generator seeded by it.
+            options: optional ``{"reset_mask": (num_envs,) bool array}`` to reset only some
+                sub-environments (the others keep running); other keys are ignored.
+
+        Returns:
+            ``(observations, infos)``, batched; every counter of ``infos`` is 0.
+        """
+        b = self.num_envs
+        if seed is None:
+            seeds: list[int | None] = [None] * b
+        elif isinstance(seed, int | np.integer) and not isinstance(seed, bool):
+            seeds = [int(seed) + i for i in range(b)]
+        else:
+            seeds = [None if s is None else int(s) for s in seed]
+            if len(seeds) != b:
+                raise ValueError(
+                    f"seed has {len(seeds)} entries; need one per sub-environment (num_envs={b})"
+                )
+        mask = None if options is None else options.get("reset_mask")
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.shape != (b,) or mask.dtype != np.bool_ or not mask.any():
+                raise ValueError(
+                    f"options['reset_mask'] must be a bool array of shape ({b},) with at least "
+                    f"one True; got shape {mask.shape} dtype {mask.dtype}"
+                )
+        if seed is not None or self._rng is None:
+            known = [s for s in seeds if s is not None]
+            if seed is None or len(known) < b:
+                self._rng = np.random.default_rng()
+            else:
+                self._rng = np.random.default_rng(np.random.SeedSequence(known))
+            self._np_random = self._rng
+            self._np_random_seed = int(seed) if isinstance(seed, int | np.integer) else -1
+        if seed is None:
+            seeds = [self._draw_seed() for _ in range(b)]
+        if mask is None:
+            self.sim.reset(seeds=seeds)
+            self._autoreset[:] = False
+        else:
+            idx = np.flatnonzero(mask)
+            self.sim.reset_copies(idx.tolist(), [seeds[i] for i in idx])
+            self._autoreset[idx] = False
+        return self._obs(), self._counter_infos()
+
+    def step(
+        self, actions: Any
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """One decision round of every sub-environment (NEXT_STEP autoreset; see class doc).
+
+        Args:
+            actions: integer array of shape ``(num_envs, N)``, the joint action of each
+                sub-environment.
+
+        Returns:
+            ``(observations, rewards, terminated, truncated, infos)``, batched.
+
+        Raises:
+            InvalidActionError: ``actions`` of another shape or a non-integer dtype; or (with
+                ``invalid_action='raise'``) a masked or out-of-range action.
+        """
+        sim = self.sim
+        if self._rng is None:
+            raise RuntimeError("step() called before reset(); call reset() first")
+        shape = (self.num_envs, sim.agents_per_copy)
+        a = np.asarray(actions)
+        if a.shape != shape or a.dtype.kind not in "iu":
+            raise InvalidActionError(
+                f"actions must be an integer array of shape (num_envs, agents) = {shape}: "
+                f"one joint action (MultiDiscrete([{sim.num_actions}] * {shape[1]})) per "
+                f"sub-environment; got shape {a.shape} dtype {a.dtype}"
+            )
+        a = a.astype(np.int64, copy=True)
+        redo = np.flatnonzero(self._autoreset)
+        if len(redo):
+            seeds = [self._next_seeds[i] for i in redo]
+            sim.reset_copies(redo.tolist(), seeds)
+        if len(redo) == self.num_envs:
+            rewards = np.zeros(self.num_envs)
+            infos = self._counter_infos()
+        else:
+            if len(redo):
+                # the sub-environments that autoreset take no step: they defer in this round
+                # and are reset again with the same seed (which replays the same reset)
+                a[redo] = 0
+            agent_rewards, step_info = sim.step(a)
+            if len(redo):
+                sim.reset_copies(redo.tolist(), seeds)
+            if self.reward_mode == "sum":
+                rewards = agent_rewards.sum(axis=1, dtype=np.float64)
+            else:
+                rewards = agent_rewards.mean(axis=1, dtype=np.float64)
+            infos = self._counter_infos(step_info)
+            if len(redo):
+                rewards[redo] = 0.0
+                for k in STEP_INFO_KEYS:
+                    infos[k][redo] = 0
+        self._autoreset[redo] = False
+        term = np.array(sim.terminated, dtype=bool, copy=True)
+        trunc = np.array(sim.truncated, dtype=bool, copy=True)
+        done = term | trunc
+        ended = np.flatnonzero(done)
+        if len(ended):
+            infos["episode_metrics"] = self._metrics_info(ended)
+            infos["_episode_metrics"] = done.copy()
+            for i in ended:
+                self._next_seeds[i] = self._draw_seed()
+        self._autoreset = done
+        return self._obs(), rewards, term, trunc, infos
+
+    def _metrics_info(self, ended: np.ndarray) -> dict[str, np.ndarray]:
+        """The scalar episode metrics of the copies ``ended``, as masked (B,) arrays."""
+        b = self.num_envs
+        per_copy = {int(i): self.sim.episode_metrics(int(i)) for i in ended}
+        keys: list[str] = []
+        for m in per_copy.values():
+            keys.extend(k for k, v in m.items() if k not in keys and _is_scalar(v))
+        out: dict[str, np.ndarray] = {}
+        for k in keys:
+            vals = {i: m[k] for i, m in per_copy.items() if _is_scalar(m.get(k))}
+            integral = all(isinstance(v, int | np.integer) for v in vals.values())
+            arr = np.zeros(b, dtype=np.int64 if integral else np.float64)
+            has = np.zeros(b, dtype=bool)
+            for i, v in vals.items():
+                arr[i] = v
+                has[i] = True
+            out[k], out[f"_{k}"] = arr, has
+        return out
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Nothing to release (numpy only)."""
+
+
+def _is_scalar(v: Any) -> bool:
+    return isinstance(v, int | float | np.integer | np.floating) and not isinstance(
+        v, bool | np.bool_
+    )
+
+
+def make_vector(name: str, num_envs: int, **overrides: Any) -> EdgeSchedVectorEnv:
+    """``num_envs`` copies of scenario ``name`` (with ``overrides``) as a Gymnasium VectorEnv.
+
+    ``reward_mode`` may be passed among ``overrides``; everything else is a
+    :class:`SimConfig` parameter.
+
+    Raises:
+        KeyError: unknown scenario.
+        ConfigError: unknown or out-of-range parameter, or ``num_envs`` < 1.
+    """
+    return EdgeSchedVectorEnv(name, num_envs, **overrides)
+
+
+__all__ = ["REWARD_MODES", "EdgeSchedVectorEnv", "make_vector"]
