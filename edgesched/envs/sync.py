@@ -144,6 +144,3 @@ register_sync_scheme(SyncScheme("allreduce", _allreduce_time))
 # Neighbour averaging is inexact: consensus error costs samples. 0.85 is an assumption in the
 # range decentralized-SGD studies report for ring topologies (Lian et al., NeurIPS'17).
 register_sync_scheme(SyncScheme("gossip", _gossip_time, efficiency=0.85))
-
-# the straggler-tolerant schemes live in their own module and register themselves
-from . import sync_coded  # noqa: E402,F401

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,31 +25,9 @@ from edgesched.experiment.io import atomic_write_bytes, atomic_write_text
 
 from . import stats
 from .records import Record, RecordError, group_tables, load_records
+from .table import Row, _ci, _f, _n_seeds
 
 REFERENCE = "random"
-NA = "n/a"
-
-
-@dataclass
-class Row:
-    """One leaderboard entry (an algorithm with a shield) and its statistics."""
-
-    algo: str
-    shield: str
-    learned: bool
-    train_seeds: list[int]
-    eval_seeds: list[int]
-    episodes: int
-    mean: stats.Estimate
-    iqm: stats.Estimate
-    metrics: dict[str, float]
-    normalized_score: float
-    p_improvement: float
-    commits: list[str]
-    config_hashes: list[str]
-    episode_jcts: list[float] = field(repr=False)
-    seed_scores: list[list[float]] = field(default_factory=list, repr=False)
-    """Mean JCT per (training seed or heuristic run, evaluation seed in ``eval_seeds``)."""
 
 
 def _score_matrix(recs: list[Record]) -> tuple[np.ndarray, list[int]]:
@@ -186,16 +163,6 @@ def compute_rows(recs: list[Record], reference: str = REFERENCE) -> list[Row]:
 
 
 # ------------------------------------------------------------------------------ formatting
-def _f(x: float, nd: int) -> str:
-    return NA if x is None or not np.isfinite(x) else f"{x:.{nd}f}"
-
-
-def _ci(e: stats.Estimate, nd: int = 2) -> str:
-    if not (np.isfinite(e.low) and np.isfinite(e.high)):
-        return f"{_f(e.value, nd)} [{NA}]"
-    return f"{_f(e.value, nd)} [{_f(e.low, nd)}, {_f(e.high, nd)}]"
-
-
 def seed_ranges(seeds: list[int]) -> str:
     """Compact integer list: ``[0, 1, 2, 5]`` -> ``0..2,5``."""
     s = sorted(seeds)
@@ -217,10 +184,6 @@ def _short_commit(c: str) -> str:
 def _seeds_text(row: Row) -> str:
     ev = f"eval {seed_ranges(row.eval_seeds)} x{row.episodes} ep"
     return f"train {seed_ranges(row.train_seeds)}; {ev}" if row.learned else ev
-
-
-def _n_seeds(row: Row) -> str:
-    return f"{len(row.train_seeds)} train" if row.learned else f"{len(row.eval_seeds)} eval"
 
 
 MD_COLUMNS = (

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import stats
-from .build import NA, Row, _ci, _f, _n_seeds
+from .table import NA, Row, _ci, _f, _n_seeds
 
 SROLE_SCENARIOS = ("edge50-highload", "edge50")
 SROLE_ENTRIES = (("srole", "central"), ("srole", "regional"), ("mappo", "none"))

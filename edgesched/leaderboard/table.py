@@ -1,0 +1,50 @@
+"""Pieces every leaderboard page shares: the row of one entry and how numbers are printed.
+
+A module of its own so that the board builder and the study pages import it, not each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import stats
+
+NA = "n/a"
+
+
+@dataclass
+class Row:
+    """One leaderboard entry (an algorithm with a shield) and its statistics."""
+
+    algo: str
+    shield: str
+    learned: bool
+    train_seeds: list[int]
+    eval_seeds: list[int]
+    episodes: int
+    mean: stats.Estimate
+    iqm: stats.Estimate
+    metrics: dict[str, float]
+    normalized_score: float
+    p_improvement: float
+    commits: list[str]
+    config_hashes: list[str]
+    episode_jcts: list[float] = field(repr=False)
+    seed_scores: list[list[float]] = field(default_factory=list, repr=False)
+    """Mean JCT per (training seed or heuristic run, evaluation seed in ``eval_seeds``)."""
+
+
+def _f(x: float, nd: int) -> str:
+    return NA if x is None or not np.isfinite(x) else f"{x:.{nd}f}"
+
+
+def _ci(e: stats.Estimate, nd: int = 2) -> str:
+    if not (np.isfinite(e.low) and np.isfinite(e.high)):
+        return f"{_f(e.value, nd)} [{NA}]"
+    return f"{_f(e.value, nd)} [{_f(e.low, nd)}, {_f(e.high, nd)}]"
+
+
+def _n_seeds(row: Row) -> str:
+    return f"{len(row.train_seeds)} train" if row.learned else f"{len(row.eval_seeds)} eval"
