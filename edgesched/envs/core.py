@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from . import sync_coded  # noqa: F401  (importing it registers the coded sync schemes)
 from .config import ConfigError, SimConfig
 from .execution import ExecutionMixin
 from .graph_view import GraphMixin
@@ -47,7 +48,6 @@ from .placement import STEP_INFO_KEYS, InvalidActionError, PlacementMixin
 from .progress import get_progress_model
 from .queues import QueueMixin
 from .sync import get_sync_scheme
-from . import sync_coded  # noqa: F401  (importing it registers the coded sync schemes)
 from .topology import Cluster, build_cluster
 from .view import ClusterView
 from .workload import Workload, draw_workload, probs
