@@ -299,7 +299,7 @@ def test_team_reward_trains_on_the_agents_mean_reward():
     batches = {}
     for team in (False, True):
         vec = VecSim(make_config("tapfinger-hetero6"), 2, 0, "tapfinger-hetero6")
-        tr = TapFingerTrainer(_cfg(team_reward=team), EnvSpec.of(vec.sims[0]), 0)
+        tr = TapFingerTrainer(_cfg(team_reward=team), EnvSpec.of(vec.sim), 0)
         batches[team] = tr.collect(vec, 12)
     local, team = batches[False]["rewards"], batches[True]["rewards"]
     # same seeds, same initial network: the same rollout, only the learning signal differs

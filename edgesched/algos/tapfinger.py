@@ -416,7 +416,7 @@ class TapFingerTrainer:
         episodes: list[dict[str, Any]] = []
         conflicts = collisions = 0.0
         gamma = float(self.cfg.gamma)
-        graphs = [visible_pending(s.graph()) for s in vec.sims]
+        graphs = [visible_pending(s.graph()) for s in vec.copies]
         mask = vec.mask
         for t in range(steps):
             out = self.propose(graphs, mask)
@@ -441,7 +441,7 @@ class TapFingerTrainer:
             episodes += res["episodes"]
             conflicts += float(out["conflicts"].sum())
             collisions += float(res["collisions"].sum())
-            graphs = [visible_pending(s.graph()) for s in vec.sims]
+            graphs = [visible_pending(s.graph()) for s in vec.copies]
             mask = vec.mask
         last = self._value(graphs, mask)
         adv, ret = gae(rew_b, val_b, last, done_b, gamma, float(self.cfg.gae_lambda))
