@@ -60,7 +60,8 @@ def sparse_forward(net: TapFingerNet, graphs: list, only: torch.Tensor | None = 
     data, off = batch_graphs(graphs)
     agents, slots, targets = agent_index(graphs, off)
     bb = net.backbone
-    h = {t: bb.enc[t](data[t].x) for t in NODE_TYPES}
+    dtype = net.q.weight.dtype  # the tests run it in float64 too
+    h = {t: bb.enc[t](data[t].x.to(dtype)) for t in NODE_TYPES}
     edges = {et: data[et].edge_index for et in EDGE_TYPES}
     for conv in bb.convs:
         out = conv(h, edges)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,6 +36,8 @@ from edgesched.envs import EdgeClusterSim, make_config
 from edgesched.envs.core import NODE_FEATURES
 from edgesched.experiment.schema import AlgoConfig
 from edgesched.policy import EnvSpec
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cfg(**kw):
@@ -330,45 +334,15 @@ def test_evaluation_samples_with_seeds_drawn_from_the_workload():
 def _sparse_reference(net: TapFingerNet, graphs, only=None):
     """The network as computed before the dense backbone: PyG's HGTConv on merged graphs.
 
-    Same parameters (the backbone keeps HGTConv modules); message passing through
-    ``HGTConv.forward`` on the edge lists, heads on the concatenated embeddings.
+    The benchmark's reference (``benchmarks/tapfinger_update.py``), loaded from there so
+    the measured and the tested reference are one function.
     """
-    data, off = batch_graphs(graphs)
-    agents, slots, targets = agent_index(graphs, off)
-    bb = net.backbone
-    dtype = net.q.weight.dtype
-    h = {t: bb.enc[t](data[t].x.to(dtype)) for t in NODE_TYPES}
-    edges = {et: data[et].edge_index for et in EDGE_TYPES}
-    for conv in bb.convs:
-        out = conv(h, edges)
-        h = {t: h[t] + torch.tanh(out[t]) if out.get(t) is not None else h[t] for t in h}
-    hn, hp = h["node"], h["pending"]
-    zero = hn.new_zeros(1, net.hidden)
-    ha = hn[torch.from_numpy(agents)]
-    s = torch.from_numpy(slots)
-    hs = torch.cat([hp, zero])[torch.where(s >= 0, s, len(hp))]
-    tg = torch.from_numpy(targets)
-    ht = torch.cat([hn, zero])[torch.where(tg >= 0, tg, len(hn))]
-    ptr = (net.q(ha)[:, :, None, :] * net.k(hs)).sum(-1) / net.hidden**0.5
-    ptr = torch.cat([net.defer(ha), ptr], dim=-1)
-    if only is not None:
-        hs = hs.gather(2, only[:, :, None, None].expand(-1, -1, 1, hs.shape[-1]))
-    g, n, p, _ = hs.shape
-    k1 = ht.shape[2]
-    x = torch.cat(
-        [
-            ha[:, :, None, None, :].expand(g, n, p, k1, -1),
-            hs[:, :, :, None, :].expand(g, n, p, k1, -1),
-            ht[:, :, None, :, :].expand(g, n, p, k1, -1),
-        ],
-        dim=-1,
+    spec = importlib.util.spec_from_file_location(
+        "tapfinger_update", ROOT / "benchmarks" / "tapfinger_update.py"
     )
-    alloc = net.alloc(x).reshape(g, n, p, -1)
-    batch = data["node"].batch
-    pool = hn.new_zeros(g, net.hidden).index_add_(0, batch, hn)
-    pool = pool / torch.bincount(batch, minlength=g).clamp_min(1)[:, None]
-    v = net.critic(torch.cat([ha, pool[:, None, :].expand(-1, n, -1)], dim=-1))
-    return ptr, alloc, v.squeeze(-1)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.sparse_forward(net, graphs, only)
 
 
 def _recorded_graphs(name: str, count: int, seed: int = 0):
