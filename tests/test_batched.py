@@ -276,3 +276,23 @@ def test_memory_grows_with_copies_times_nodes_squared() -> None:
     biggest = max((v.size for v in vars(bs).values() if isinstance(v, np.ndarray)), default=0)
     assert biggest < (copies * n) ** 2 // 8
     assert bs.cluster.pair_bw.shape == (n, n)
+
+
+@given(free=st.lists(st.floats(-3.0, 40.0), min_size=48, max_size=48))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_grid_fit_table_equals_the_direct_comparisons(free: list[float]) -> None:
+    """The many-agent grid mask looks fit rows up; they equal comparing every level."""
+    # more than 32 agents: the memoized-row path of small simulators is off
+    sim = edgesched.make_batched("tapfinger-hetero6", 8)
+    sim.reset(seeds=list(range(8)))
+    assert sim._fit_table is not None and sim._mask_rows is None
+    cap_free = np.zeros((sim.num_agents, 3))
+    cap_free[:, 0] = free
+    cap_free[:, 1] = np.roll(cap_free[:, 0], 1)
+    looked_up = sim._compute_mask(cap_free)
+    table, sim._fit_table = sim._fit_table, None
+    try:
+        direct = sim._compute_mask(cap_free)
+    finally:
+        sim._fit_table = table
+    np.testing.assert_array_equal(looked_up, direct)

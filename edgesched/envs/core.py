@@ -337,8 +337,12 @@ class EdgeClusterSim(
         self._n_done_c = np.zeros(b, dtype=np.int64)
         self._num_jobs_c = np.zeros(b, dtype=np.int64)
         self._last_arrival_c = np.zeros(b, dtype=np.int64)
-        self._strag_buf = [np.zeros(0)] * b
-        self._strag_pos = [0] * b
+        # per-copy straggler draws: rows of one array so that a batched step gathers all
+        # copies' draws at once (see execution.draw_stragglers)
+        self._strag_buf = np.ones((b, 0))
+        self._strag_len = np.zeros(b, dtype=np.int64)
+        self._strag_pos = np.zeros(b, dtype=np.int64)
+        self._strag_width = np.ones(b, dtype=np.int64)
         self.used = np.zeros((na, 3))
         self.node_workers = np.zeros(na)
         self.return_sum = np.zeros(na)
@@ -356,8 +360,9 @@ class EdgeClusterSim(
             self._n_done_c[c] = 0
             self._num_jobs_c[c] = wl.num_jobs
             self._last_arrival_c[c] = wl.arrival[-1] if wl.num_jobs else -1
-            self._strag_buf[c] = np.zeros(0)
+            self._strag_len[c] = 0
             self._strag_pos[c] = 0
+            self._strag_width[c] = wl.max_workers
         sel = np.zeros(self.copies, dtype=bool)
         sel[copies] = True
         self._reset_history(sel)

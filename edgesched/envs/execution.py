@@ -176,7 +176,9 @@ class ExecutionMixin:
         """
         if ratio is None:
             ratio = self.used * self._inv_cap
-        ratio = np.maximum(np.maximum.reduce(ratio, axis=1), 1.0)
+        # element-wise over the three resource columns: a reduction over a length-3 axis
+        # costs several times more at these sizes
+        ratio = np.maximum(np.maximum(ratio[:, 0], ratio[:, 1]), np.maximum(ratio[:, 2], 1.0))
         if self.cfg.contention_exponent != 1.0:
             ratio **= self.cfg.contention_exponent
         return ratio
@@ -221,7 +223,9 @@ class ExecutionMixin:
         if n_over:
             self._count("overload_node_slots", np.flatnonzero(over), self.agents_per_copy)
         # ufunc reductions called directly: .sum()/.max() add a Python wrapper per call
-        util = np.add.reduce(np.minimum(ratio[:, :2], 1.0), axis=1) * 0.5  # mean of CPU, GPU
+        util = np.minimum(ratio[:, 0], 1.0)
+        util += np.minimum(ratio[:, 1], 1.0)
+        util *= 0.5  # mean of CPU and GPU
         share = self._occupied()
         if nb == 1:
             self._util_sum += util
@@ -299,29 +303,54 @@ class ExecutionMixin:
         Draws come from a per-copy buffer refilled in large batches from the copy's
         generator: every draw is used once, in order, so this is the same i.i.d. sequence as
         drawing per slot, at a fraction of numpy's per-call cost. Batched, each copy draws
-        its own jobs' rows (as wide as its widest job) exactly as it would alone.
+        its own jobs' rows (as wide as its widest job) exactly as it would alone, gathered
+        from all copies' buffers in one indexing operation.
         """
         if self.copies == 1:
             return self._draw_from(0, shape)
-        rows = self._strag_rows // self._job_capacity
-        out = np.ones(shape)
-        for b in np.unique(rows).tolist():
-            sel = rows == b
-            mw = self._wl[b].max_workers
-            out[sel, :mw] = self._draw_from(b, (int(np.count_nonzero(sel)), mw))
+        rows = self._strag_rows // self._job_capacity  # each row's copy
+        n_rows, width = shape
+        counts = np.bincount(rows, minlength=self.copies)
+        mw = self._strag_width  # (B,) each copy's widest job
+        need = counts * mw
+        for b in np.flatnonzero(self._strag_pos + need > self._strag_len).tolist():
+            self._refill_stragglers(b, int(need[b]))
+        # a row's rank among its copy's rows, in order: its draws follow the earlier rows'
+        order = np.argsort(rows, kind="stable")
+        rank = np.empty(n_rows, dtype=np.int64)
+        rank[order] = np.arange(n_rows) - (np.cumsum(counts) - counts)[rows[order]]
+        w = mw[rows][:, None]
+        k = np.arange(width)
+        valid = k < w
+        col = np.where(valid, (self._strag_pos[rows] + rank * mw[rows])[:, None] + k, 0)
+        out = np.where(valid, self._strag_buf[rows[:, None], col], 1.0)
+        self._strag_pos += need
         return out
 
     def _draw_from(self, b: int, shape: tuple[int, ...]) -> np.ndarray:
         n = shape[0] * shape[1] if len(shape) == 2 else int(np.prod(shape))
-        buf, pos = self._strag_buf[b], self._strag_pos[b]
-        if pos + n > len(buf):
-            fresh = self._straggler.sample(
-                self.rngs[b],
-                max(_STRAGGLER_BATCH, n),
-                self.cfg.straggler_scale,
-                self.cfg.straggler_prob_scale,
-            )
-            buf = self._strag_buf[b] = np.concatenate([buf[pos:], fresh])
-            pos = 0
+        if self._strag_pos[b] + n > self._strag_len[b]:
+            self._refill_stragglers(b, n)
+        pos = int(self._strag_pos[b])
         self._strag_pos[b] = pos + n
-        return buf[pos : pos + n].reshape(shape)
+        return self._strag_buf[b, pos : pos + n].reshape(shape)
+
+    def _refill_stragglers(self, b: int, n: int) -> None:
+        """Copy ``b``'s unused draws followed by a fresh batch of at least ``n``."""
+        pos, end = int(self._strag_pos[b]), int(self._strag_len[b])
+        fresh = self._straggler.sample(
+            self.rngs[b],
+            max(_STRAGGLER_BATCH, n),
+            self.cfg.straggler_scale,
+            self.cfg.straggler_prob_scale,
+        )
+        size = end - pos + len(fresh)
+        if size > self._strag_buf.shape[1]:
+            grown = np.ones((self.copies, size))
+            grown[:, : self._strag_buf.shape[1]] = self._strag_buf
+            self._strag_buf = grown
+        row = self._strag_buf[b]
+        row[: end - pos] = row[pos:end].copy()
+        row[end - pos : size] = fresh
+        self._strag_len[b] = size
+        self._strag_pos[b] = 0

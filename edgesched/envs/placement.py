@@ -93,10 +93,36 @@ class PlacementMixin:
             {} if cacheable and self._all_nbr_valid and self.num_agents <= 32 else None
         )
         self._mask_rows_max = max(256, (16 << 20) // self.num_actions)
+        self._fit_table = self._grid_fit_table() if cacheable else None
         # when every agent can only target itself, two placements never share a node
         self._targets_distinct = bool(
             self.k1 == 1 and (self.neighbors[:, 0] == self._agent_idx).all()
         )
+
+    def _grid_fit_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Every possible grid fit row, indexed by how many CPU and GPU thresholds fit.
+
+        A grid level fits a target iff its CPU amount is at most the free CPU and its GPU
+        amount at most the free GPU (and the level is admitted). With the levels' distinct
+        CPU amounts ``u0`` sorted, ``cpu[l] <= free`` iff the rank of ``cpu[l]`` in ``u0``
+        is below ``searchsorted(u0, free, 'right')``, so the row is a function of the two
+        counts: the same comparisons as the direct mask, looked up instead of recomputed
+        (the many-agent batched path). ``None`` if the table would exceed about 8 MB.
+
+        Returns:
+            (u0, u1, table): the distinct CPU and GPU amounts and the (|u0|+1)·(|u1|+1) x L
+            table of rows.
+        """
+        u0, u1 = np.unique(self._grid_r[0]), np.unique(self._grid_r[1])
+        rows = (len(u0) + 1) * (len(u1) + 1)
+        if rows * self.num_levels > (8 << 20):
+            return None
+        r0 = np.searchsorted(u0, self._grid_r[0])
+        r1 = np.searchsorted(u1, self._grid_r[1])
+        n0 = np.arange(len(u0) + 1)[:, None, None]
+        n1 = np.arange(len(u1) + 1)[None, :, None]
+        table = (r0 < n0) & (r1 < n1) & self._grid_ok_common
+        return u0, u1, table.reshape(rows, self.num_levels)
 
     def decode(self, actions: np.ndarray) -> tuple[np.ndarray, ...]:
         """Split placement actions into (pending slot, neighbour index, level)."""
