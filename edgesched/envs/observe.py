@@ -104,9 +104,9 @@ class ObservationMixin:
         # kept current in j_static by place(), so only the waiting time is computed here.
         # np.take rather than fancy indexing: the same rows, several times faster on the
         # (agents, slots) id arrays of the hot path
-        f = np.take(self.j_static, jobs, axis=0)
+        f = self.j_static.take(jobs, axis=0)
         # the sentinel's arrival is +inf, so its waiting time clips to 0
-        wait = np.maximum(self._slot_of(jobs) - np.take(self._j_arrival_ext, jobs), 0.0)
+        wait = np.maximum(self._slot_of(jobs) - self._j_arrival_ext.take(jobs), 0.0)
         f[..., self.job_features - 1] = np.minimum(wait, 1000.0) * 0.01
         return f
 
@@ -114,7 +114,7 @@ class ObservationMixin:
         """(2,) sine and cosine of the time of day (lone), or (agents, 2) batched."""
         if self.copies == 1:
             return self._time_feat[int(self.tc[0]) % len(self._time_feat)]
-        return np.take(self._time_feat[self.tc % len(self._time_feat)], self._agent_copy, axis=0)
+        return self._time_feat[self.tc % len(self._time_feat)].take(self._agent_copy, axis=0)
 
     def _stale_node_features(self, nf: np.ndarray) -> np.ndarray:
         """Record this step's node features; return the ``obs_delay``-old ones per copy.
@@ -162,7 +162,7 @@ class ObservationMixin:
         o += 3
         obs[:, o : o + jf[0].size] = jf.reshape(n, -1)
         nbr = obs[:, o + jf[0].size :].reshape(n, self.k1, NODE_FEATURES + 3)
-        nbr[..., :NODE_FEATURES] = np.take(stale, self._nbr_safe, axis=0)
+        nbr[..., :NODE_FEATURES] = stale.take(self._nbr_safe, axis=0)
         if not self._all_nbr_valid:
             nbr *= self._nbr_valid[..., None]
         self.obs = obs
@@ -176,7 +176,7 @@ class ObservationMixin:
         # more than the comparisons themselves at these sizes.
         j = self.head  # -1 (empty slot) hits the never-fitting sentinel allocation
         free = free + 1e-9
-        ft = np.take(free, self._nbr_safe, axis=0)  # (N, K1, 3)
+        ft = free.take(self._nbr_safe, axis=0)  # (N, K1, 3)
         n = self.num_agents
         if self._mask_rows is not None:
             return self._cached_mask(ft)
@@ -191,7 +191,7 @@ class ObservationMixin:
                 u0, u1, table = self._fit_table
                 row = np.searchsorted(u0, ft[..., 0], side="right") * (len(u1) + 1)
                 row += np.searchsorted(u1, ft[..., 1], side="right")
-                fit = np.take(table, row, axis=0)  # (N, K1, L), common levels applied
+                fit = table.take(row, axis=0)  # (N, K1, L), common levels applied
             else:
                 fit = np.less_equal(self._grid_r[0], ft[..., 0:1])
                 fit &= np.less_equal(self._grid_r[1], ft[..., 1:2])  # (N, K1, L)
@@ -201,26 +201,28 @@ class ObservationMixin:
                     fit &= self._grid_ok_common
                 np.logical_and(fit[:, None], (j >= 0)[:, :, None, None], out=out)
             else:
-                ok = np.take(self._j_alloc_ok_ext, j, axis=0)
+                ok = self._j_alloc_ok_ext.take(j, axis=0)
                 np.logical_and(fit[:, None], ok[:, :, None, :], out=out)
             if self._grid_mem:
                 # memory is the job's minimum at every grid level
-                mem = (
-                    np.take(self._j_min_ext, j, axis=0)[:, :, 2:3] <= ft[:, None, :, 2]
-                )  # (N, P, K1)
+                mem = self._j_min_ext.take(j, axis=0)[:, :, 2:3] <= ft[:, None, :, 2]  # (N, P, K1)
                 out &= mem[..., None]
         else:
             # scale levels are multiples s of the minimum (cpu, gpu) with memory at the
             # minimum: level fits iff s <= min(free_cpu / need_cpu, free_gpu / need_gpu)
             # and the memory fits. One 4-D comparison instead of three.
-            need = np.take(self._j_min_ext, j, axis=0)  # (N, P, 3); the sentinel needs +inf
+            need = self._j_min_ext.take(j, axis=0)  # (N, P, 3); the sentinel needs +inf
             fc, fg, fm = ft[:, None, :, 0], ft[:, None, :, 1], ft[:, None, :, 2]  # (N, 1, K1)
-            inv = np.take(self._inv_need_ext, j, axis=0)  # (N, P, 3)
+            inv = self._inv_need_ext.take(j, axis=0)  # (N, P, 3)
             ratio = np.minimum(fc * inv[:, :, 0:1], fg * inv[:, :, 1:2])  # (N, P, K1)
             ratio[need[:, :, 2:3] > fm] = -1.0
-            # one comparison per level: a broadcast over the short level axis is slower
-            for lv, s_eps in enumerate(self._scales_eps.tolist()):
-                np.less_equal(s_eps, ratio, out=out[..., lv])
+            if ratio.size >= 1024:
+                # one comparison per level: for many agents a broadcast over the short level
+                # axis is several times slower; for a few, the extra calls cost more
+                for lv, s_eps in enumerate(self._scales_eps.tolist()):
+                    np.less_equal(s_eps, ratio, out=out[..., lv])
+            else:
+                np.less_equal(self._scales_eps, ratio[..., None], out=out)
         if not self._all_nbr_valid:
             out &= self._nbr_valid[:, None, :, None]
         return mask
