@@ -90,12 +90,15 @@ class Lockstep:
             np.testing.assert_equal(self.bs.episode_metrics_of(b), metrics)
             for k in (
                 "collisions_proposed",
+                "collisions_executed",
                 "rejected_placements",
                 "task_conflicts",
                 "resized_up",
                 "resized_down",
+                "crashes",
+                "shared_gpu_slots",
             ):
-                self.totals[k] = self.totals.get(k, 0) + metrics[k]
+                self.totals[k] = self.totals.get(k, 0) + metrics.get(k, 0)
             self.episodes += 1
         # several finished copies restart together (reset_copies); a lone one by reset_copy
         seeds = list(range(self.next_seed, self.next_seed + len(done)))
@@ -130,6 +133,10 @@ def test_every_scenario_matches_single_simulators(name: str) -> None:
     ("overrides", "exercised"),
     [
         ({"collision_mode": "reject"}, ("collisions_proposed", "rejected_placements")),
+        (
+            {"collision_mode": "measured", "arrival_rate": 1.5},
+            ("collisions_executed", "shared_gpu_slots", "crashes"),
+        ),
         ({"visibility": "shared", "conflict_rule": "random"}, ("task_conflicts",)),
         (
             {"visibility": "shared", "conflict_rule": "fit", "collision_mode": "reject"},
@@ -187,7 +194,7 @@ def test_a_larger_workload_lays_the_copies_out_again() -> None:
     copies=st.integers(1, 4),
     seed=st.integers(0, 10_000),
     advance=st.sampled_from(["every_step", "when_idle"]),
-    collision_mode=st.sampled_from(["overload", "reject"]),
+    collision_mode=st.sampled_from(["overload", "reject", "measured"]),
     visibility=st.sampled_from(["home", "shared"]),
     pending_slots=st.integers(1, 3),
 )

@@ -18,7 +18,9 @@ from .catalog import MODEL_REQUIREMENTS, hardware_tiers
 from .errors import ConfigError
 from .progress import TAPFINGER_MIN_DEMAND, list_progress_models
 
-COLLISION_MODES = ("overload", "reject")
+COLLISION_MODES = ("overload", "timeshare", "reject", "measured")
+MEASURED_GPU_CLASSES = ("k80", "p100", "v100")
+"""GPU classes with co-location measurements (``data/colocation.json``)."""
 REWARD_MODES = ("local", "team")
 ADVANCE_MODES = ("every_step", "when_idle")
 VISIBILITY_MODES = ("home", "shared")
@@ -71,6 +73,10 @@ class SimConfig:
     """If non-empty, exact (cpu, gpu, mem) per node, overriding ``tier_mix`` (TapFinger)."""
     custom_speeds: tuple[float, ...] = ()
     """Speed factor per node when ``custom_capacities`` is used (default 1.0 each)."""
+    custom_gpu_classes: tuple[str, ...] = ()
+    """With ``custom_capacities``: each node's measured GPU class for
+    ``collision_mode='measured'`` (``k80``, ``p100``, ``v100``, or ``""`` for unmeasured);
+    empty: every custom node is unmeasured."""
     topology: str = "geometric"
     """``geometric`` (random geometric graph), ``eua`` (Melbourne sites) or ``full``."""
     topology_seed: int = 0
@@ -183,9 +189,20 @@ class SimConfig:
     pending_slots: int = 1
     """Tasks an agent may choose among (1 = always the head of its queue)."""
     collision_mode: str = "overload"
-    """``overload``: accept all, slow down overloaded nodes. ``reject``: per node, visit the
-    placements in random order and admit each that still fits (first fit; a placement that
-    does not fit is rejected and later ones are still tried)."""
+    """``timeshare`` (``overload`` is its v0 name): accept all; an overloaded node time-shares
+    perfectly, slowing its tasks by ``oversubscription ** contention_exponent``.
+    ``measured``: accept all; shared GPUs, oversubscribed cores and memory cost what public
+    measurements say, and failing pairs or memory overflow crash jobs
+    (:mod:`edgesched.envs.colocation`). ``reject``: per node, visit the placements in random
+    order and admit each that still fits (first fit; a placement that does not fit is
+    rejected and later ones are still tried)."""
+    checkpoint_interval: int = 10
+    """``measured``: a running job checkpoints every this many slots of running; a crash
+    loses the progress since (0: never, a crash restarts from scratch). Assumed: 10 slots."""
+    unmeasured_gpu_share: float = 1.0
+    """``measured``: on GPUs without measurements (Jetson-class boards, custom capacities),
+    each of ``k`` workers sharing a GPU runs at ``unmeasured_gpu_share / (k * m_k)`` of its
+    speed alone (time-slicing with Muri's interleaving multiplier ``m_k``; assumed)."""
     advance: str = "every_step"
     """``every_step``: clock advances every step. ``when_idle``: only when nobody places."""
     obs_delay: int = 0
@@ -285,6 +302,8 @@ class SimConfig:
         _int_range("neighbors_k", self.neighbors_k, 0, max(self.num_nodes - 1, 0))
         _int_range("region_size", self.region_size, 1, 100_000)
         _int_range("arrival_slots", self.arrival_slots, 1, 10_000_000)
+        _int_range("checkpoint_interval", self.checkpoint_interval, 0, 10_000_000)
+        _float_range("unmeasured_gpu_share", self.unmeasured_gpu_share, 0.0, 2.0)
         _int_range("diurnal_period_slots", self.diurnal_period_slots, 1, 10_000_000)
         _int_range("max_jobs", self.max_jobs, 0, 10_000_000)
         _int_range("pending_slots", self.pending_slots, 1, 1024)
@@ -345,6 +364,17 @@ class SimConfig:
                     raise ConfigError(
                         f"custom_capacities entry {cap!r}: need (cpu, gpu, mem), all > 0"
                     )
+            if self.custom_gpu_classes and len(self.custom_gpu_classes) != self.num_nodes:
+                raise ConfigError(
+                    f"custom_gpu_classes has {len(self.custom_gpu_classes)} entries; "
+                    f"num_nodes={self.num_nodes} requires exactly that many"
+                )
+            bad = [c for c in self.custom_gpu_classes if c not in ("", *MEASURED_GPU_CLASSES)]
+            if bad:
+                raise ConfigError(
+                    f"custom_gpu_classes={self.custom_gpu_classes!r}: {bad} unknown; allowed: "
+                    f"{list(MEASURED_GPU_CLASSES)} or '' (unmeasured)"
+                )
             if self.custom_speeds and len(self.custom_speeds) != self.num_nodes:
                 raise ConfigError(
                     f"custom_speeds has {len(self.custom_speeds)} entries; "

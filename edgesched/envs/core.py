@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from . import sync_coded  # noqa: F401  (importing it registers the coded sync schemes)
+from .colocation import ColocationMixin
 from .config import ConfigError, SimConfig
 from .execution import ExecutionMixin
 from .graph_view import GraphMixin
@@ -73,6 +74,7 @@ class EdgeClusterSim(
     GraphMixin,
     PlacementMixin,
     ExecutionMixin,
+    ColocationMixin,
     MetricsMixin,
 ):
     """Vectorized simulator of DL training jobs on an edge cluster (DESIGN §3).
@@ -156,6 +158,8 @@ class EdgeClusterSim(
         self._small = self.num_agents <= 32
         self._init_observations()
         self._init_actions()
+        self._init_colocation()
+        self._seq = 0  # placements so far (w_seq): which of two workers on a GPU is newer
         self.rngs: list[np.random.Generator] = [np.random.default_rng() for _ in range(b)]
         self._wl: list[Workload | None] = [None] * b
         self._adv_one, self._adv_none = np.ones(1, dtype=bool), np.zeros(1, dtype=bool)

@@ -237,8 +237,19 @@ class ExecutionMixin:
             np.add(self._util_sum, util, out=self._util_sum, where=adv_a)
             np.add(self._occupied_sum, share, out=self._occupied_sum, where=adv)
         running = self.running if every else self.running[adv[self.running // jc]]
+        slow = None
+        if self._measured:
+            if len(running):
+                slow = self._measured_slowdown(running, self.w_node[running])
+                if slow is not None:  # crashed jobs left the running set
+                    alive = self.status[running] == RUNNING
+                    running, slow = running[alive], slow[alive]
+        elif n_over and len(running):
+            slow = cont[np.maximum(self.w_node[running], 0)]  # padding workers: any node
         if len(running):
-            gain = self._progress(running, cont if n_over else None)
+            gain = self._progress(running, slow)
+            if self._measured:
+                self._checkpoint(running)
             if cfg.accuracy_gain_weight:
                 acc = np.zeros(na)
                 np.add.at(acc, self.owner[running], gain)
@@ -267,12 +278,12 @@ class ExecutionMixin:
                 self._enqueue_copies(np.flatnonzero(arriving))
         return rewards
 
-    def _progress(self, running: np.ndarray, cont: np.ndarray | None) -> np.ndarray | None:
+    def _progress(self, running: np.ndarray, slow: np.ndarray | None) -> np.ndarray | None:
         """Advance running jobs by one slot; complete and release finished ones.
 
         Args:
             running: ids of the running jobs of the advancing copies.
-            cont: per-node contention factors, or ``None`` when no node is overloaded.
+            slow: (R, W) per-worker slowdown of the collision mode, or ``None``.
 
         Returns:
             The gain in normalized quality of each running job when the accuracy-gain reward
@@ -281,7 +292,7 @@ class ExecutionMixin:
         nodes = self.w_node[running]
         q0 = self.quality[running] if self.cfg.accuracy_gain_weight else None
         self._strag_rows = running
-        q, done = self.progress_model.advance(self, running, nodes, cont)
+        q, done = self.progress_model.advance(self, running, nodes, slow)
         self.quality[running] = q
         if np.count_nonzero(done):
             fin = running[done]

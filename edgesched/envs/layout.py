@@ -51,12 +51,18 @@ _JOB_DYNAMIC = {
     "sync_time": (np.float64, 0.0),
     "start_slot": (np.int64, -1),
     "finish_slot": (np.int64, -1),
+    # collision_mode="measured" (colocation.py): progress at the last checkpoint, slots run
+    # since the last (re)start, restart seconds still to pay
+    "ckpt_progress": (np.float64, 0.0),
+    "run_slots": (np.int64, 0),
+    "startup_s": (np.float64, 0.0),
 }
 _WORKER = {
     "w_node": (np.int64, -1),
     "w_alloc": (np.float64, 0.0),
     "w_level": (np.int64, 0),
     "w_iter0": (np.float64, 0.0),
+    "w_seq": (np.int64, -1),  # placement order (which of two workers sharing a GPU is newer)
 }
 
 

@@ -25,8 +25,24 @@ COUNTER_KEYS = (
     "placements",
     "resized_up",
     "resized_down",
+    "crashes",
+    "crash_slots_lost",
+    "restart_seconds",
+    "shared_gpu_slots",
+    "cpu_starved_slots",
 )
 """The per-copy episode counters."""
+
+MEASURED_METRICS = (
+    "crashes",
+    "crash_slots_lost",
+    "restart_seconds",
+    "shared_gpu_slots",
+    "cpu_starved_slots",
+)
+"""Episode metrics of ``collision_mode='measured'``: jobs crashed (a failing GPU pair or
+host memory), slots of work they lost, restart seconds they paid, worker-slots on a shared
+GPU and on oversubscribed cores."""
 
 
 @dataclass
@@ -44,6 +60,11 @@ class Counters:
     placements: int = 0
     resized_up: int = 0
     resized_down: int = 0
+    crashes: int = 0
+    crash_slots_lost: int = 0
+    restart_seconds: int = 0
+    shared_gpu_slots: int = 0
+    cpu_starved_slots: int = 0
     occupied_share_sum: float = 0.0
     util_sum: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
@@ -160,6 +181,9 @@ class MetricsMixin:
             "final_quality_mean": float(quality[done].mean()) if done.any() else nan,
             "episode_return_mean": float(self.return_sum[ag].mean()),
         }
+        if self._measured:
+            # collision_mode="measured" only, so earlier modes' records keep their keys
+            m.update({k: getattr(cnt, k) for k in MEASURED_METRICS})
         metric = self.progress_model.final_metric(wl.model[done], quality[done])
         if metric is not None:
             m["final_metric"] = metric

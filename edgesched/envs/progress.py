@@ -90,7 +90,7 @@ class ProgressModel:
         raise NotImplementedError
 
     def advance(
-        self, sim: EdgeClusterSim, running: np.ndarray, nodes: np.ndarray, cont: np.ndarray | None
+        self, sim: EdgeClusterSim, running: np.ndarray, nodes: np.ndarray, slow: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
         """One slot of progress of ``running`` jobs (workers on ``nodes``, -1 = padding).
 
@@ -98,7 +98,8 @@ class ProgressModel:
             sim: the simulator (its ``progress`` is updated in place).
             running: job ids.
             nodes: (R, W) worker nodes.
-            cont: per-node slowdown factors, or ``None`` when no node is overloaded.
+            slow: (R, W) per-worker slowdown factors (>= 1) of the collision mode, or
+                ``None`` when no worker is slowed.
 
         Returns:
             ``(quality, done)``: the jobs' new normalized quality and whether each finished.
@@ -171,11 +172,16 @@ class ProfileProgress(ProgressModel):
         """
         return sim._j_iter_at_speed1[jobs, level] / sim.speed[nodes]
 
-    def advance(self, sim, running, nodes, cont):
+    def quality_of(self, sim: EdgeClusterSim, jobs: np.ndarray) -> np.ndarray:
+        """Normalized quality of ``jobs`` at their current progress (samples processed)."""
+        u = (sim.progress[jobs] / sim.j_tau[jobs]) ** sim.j_k[jobs]
+        return -np.expm1(-u)
+
+    def advance(self, sim, running, nodes, slow):
         """See :meth:`ProgressModel.advance`."""
         compute = sim.w_iter0[running] * sim.draw_stragglers(nodes.shape)
-        if cont is not None:
-            compute *= cont[np.maximum(nodes, 0)]  # padding workers have 0 compute time
+        if slow is not None:
+            compute *= slow  # padding workers have 0 compute time
         valid = nodes >= 0
         if sim._single_compute_rule:
             it = sim._sync[0].compute_time(compute, valid)
@@ -186,7 +192,14 @@ class ProfileProgress(ProgressModel):
                 sel = sync_idx == s
                 it[sel] = sim._sync[s].compute_time(compute[sel], valid[sel])
         it += sim.sync_time[running]
-        x = sim.progress[running] + sim.cfg.slot_seconds / it * sim.j_samples_per_iter[running]
+        if sim._measured:
+            # a restarted job first spends its measured restart seconds (colocation.py)
+            start = sim.startup_s[running]
+            secs = np.maximum(sim.cfg.slot_seconds - start, 0.0)
+            sim.startup_s[running] = np.maximum(start - sim.cfg.slot_seconds, 0.0)
+            x = sim.progress[running] + secs / it * sim.j_samples_per_iter[running]
+        else:
+            x = sim.progress[running] + sim.cfg.slot_seconds / it * sim.j_samples_per_iter[running]
         sim.progress[running] = x
         u = (x / sim.j_tau[running]) ** sim.j_k[running]
         q = -np.expm1(-u)
@@ -254,13 +267,13 @@ class TapFingerProgress(ProgressModel):
         """The GPU count of the allocation (the LM rule's ``g``)."""
         return sim.j_alloc[jobs, level, 1]
 
-    def advance(self, sim, running, nodes, cont):
+    def advance(self, sim, running, nodes, slow):
         """See :meth:`ProgressModel.advance`."""
         g = sim.w_iter0[running, 0]
         p = sim.progress[running]
         step = tapfinger_step(sim._j_is_lm[running], g, p)
-        if cont is not None:
-            step = step / cont[np.maximum(nodes[:, 0], 0)]
+        if slow is not None:
+            step = step / slow[:, 0]
         p = p + step
         sim.progress[running] = p
         return np.minimum(p, 1.0), p >= 1.0 - 1e-12

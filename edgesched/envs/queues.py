@@ -60,6 +60,20 @@ class QueueMixin:
         self.q_job = np.concatenate([self.q_job, jobs])[order]
         self._queue_dirty = True
 
+    def _requeue(self, jobs: np.ndarray) -> None:
+        """Queue crashed ``jobs`` again at every agent that sees them, under original keys.
+
+        None of their workers is placed; the keys order them by priority class, then arrival.
+        """
+        jc = self._job_capacity
+        sel_j, sel_k = [], []
+        for c in np.unique(jobs // jc).tolist():
+            sel = np.isin(self._vis_job[c], jobs)
+            sel_j.append(self._vis_job[c][sel])
+            sel_k.append(self._vis_ck[c][sel])
+        self.owner[jobs] = self.j_home[jobs]
+        self._enqueue(np.concatenate(sel_j), np.concatenate(sel_k))
+
     def _drop_from_queues(self) -> None:
         """Remove fully placed jobs from every queue that holds them."""
         keep = self.status[self.q_job] == QUEUED

@@ -1,0 +1,403 @@
+"""What an overloaded node does under ``collision_mode="measured"``: measured co-location costs.
+
+Every figure comes from ``data/colocation.json``, which ``scripts/derive_colocation.py``
+derives from public measurements (see that script for sources, licenses and the declared
+mapping of the catalog's models to the measured jobs):
+
+* **Shared GPUs** (Gavel, OSDI'20, physical-cluster profiles of two single-GPU jobs sharing one
+  GPU). A node packs its running workers onto its GPUs in placement order: worker ``i``
+  requesting ``g_i`` GPUs takes the GPU interval ``[o_i, o_i + g_i)`` with ``o_i`` the sum of
+  the earlier workers' requests, wrapped modulo the node's GPU count, so workers share GPUs
+  when their requests exceed the GPUs (or are fractional). On a GPU held by two workers each
+  runs at its measured throughput relative to running alone with that partner on the
+  node's GPU class; if that pair's shared run failed in the measurements (out of memory), the
+  newer worker's job crashes. On a GPU held by ``k >= 3`` workers each runs at
+  ``1 / (k * m_k)`` of its speed alone, ``m_k`` Muri's measured iteration-time multiplier of
+  ``k`` interleaved jobs (SIGCOMM'22; ``m_k`` of 4 for more than 4: assumed), and any failing
+  pair among them crashes the newest job. A worker spanning several GPUs runs at its worst
+  GPU's rate.
+* **CPU oversubscription** (Synergy, OSDI'22): when a node's workers hold more cores than it
+  has, each gets its proportional share (assumed: fair sharing by the OS) and runs at its
+  model's measured throughput at that many cores per GPU over that at its allocation
+  (linear between measured points and through 0 below one core: assumed).
+* **Host memory over capacity** crashes the newest workers' jobs until the rest fit
+  (assumed: the kernel's OOM killer picks the newest process).
+* **Crashes and restarts** (Muri's profiled start-up overheads): a crashed job loses the
+  progress since its last checkpoint (every ``checkpoint_interval`` slots of running;
+  assumed, a scenario parameter), releases all its workers, returns to its queues at its
+  priority and, when it next starts, spends the measured restart seconds of its model and
+  GPU count before progressing.
+* A synchronous job already runs at its slowest worker (``sync.slowest_worker``), so one
+  badly placed worker slows the whole job.
+
+Hardware tiers map to measured GPU classes by :data:`TIER_GPU_CLASS`. Jetson-class boards
+(and custom capacities) have no measurements and no native concurrent GPU sharing: workers
+sharing one of their GPUs time-slice at ``unmeasured_gpu_share / (k * m_k)`` each and never
+fail as a pair (assumed; ``benchmarks/colocation_sensitivity.py`` sweeps the factor). Gavel's
+rates are of each job's steps/s; shared-GPU and CPU factors multiply (assumed independent).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from .errors import ConfigError
+from .metrics import RUNNING
+
+#: Catalog hardware tier -> measured GPU class (``None``: unmeasured). The T4 of the
+#: ``gpu_server`` tier is equated with the P100, as the catalog's speed factors do.
+TIER_GPU_CLASS: dict[str, str | None] = {
+    "small_server": "k80",
+    "gpu_server": "p100",
+    "v100_server": "v100",
+    "jetson": None,
+}
+
+_GPU_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class ColocationTable:
+    """The measured co-location figures for one simulator's models, as arrays.
+
+    Attributes:
+        classes: measured GPU class names, in index order.
+        pair: (C, M, M) rate of model ``a`` sharing a GPU of class ``c`` with model ``b``
+            (relative to running alone); 0 where the pair failed.
+        fail: (C, M, M) whether that pair's shared run failed.
+        interleave: (K,) iteration-time multiplier of 1..K jobs interleaved on one GPU.
+        restart_gpus: (G,) GPU counts of the restart table.
+        restart_s: (M, G) seconds of a (re)start of each model at each GPU count.
+        cpu_x: per model, the measured core counts (per GPU) of its CPU curve.
+        cpu_y: per model, throughput at those cores relative to 3 cores per GPU.
+    """
+
+    classes: tuple[str, ...]
+    pair: np.ndarray
+    fail: np.ndarray
+    interleave: np.ndarray
+    restart_gpus: np.ndarray
+    restart_s: np.ndarray
+    cpu_x: tuple[np.ndarray, ...]
+    cpu_y: tuple[np.ndarray, ...]
+
+    def cpu_rate(self, model: int, cores_per_gpu: np.ndarray) -> np.ndarray:
+        """Throughput of ``model`` at ``cores_per_gpu`` relative to 3 cores per GPU."""
+        x = np.concatenate([[0.0], self.cpu_x[model]])
+        y = np.concatenate([[0.0], self.cpu_y[model]])
+        return np.interp(cores_per_gpu, x, y)
+
+    def restart_seconds(self, model: int, gpus: float) -> float:
+        """Measured (re)start seconds of ``model`` on ``gpus`` GPUs (nearest lower count)."""
+        i = int(np.searchsorted(self.restart_gpus, max(gpus, 1.0), side="right")) - 1
+        return float(self.restart_s[model, max(i, 0)])
+
+    def multiplier(self, k: int) -> float:
+        """Iteration-time multiplier of ``k`` jobs interleaved on one GPU (k >= 1)."""
+        return float(self.interleave[min(k, len(self.interleave)) - 1])
+
+
+@lru_cache(maxsize=1)
+def load_colocation() -> dict[str, Any]:
+    """The committed derived table ``data/colocation.json`` (see the module docstring)."""
+    text = resources.files("edgesched.envs").joinpath("data/colocation.json").read_text()
+    return json.loads(text)
+
+
+@lru_cache(maxsize=16)
+def colocation_table(model_names: tuple[str, ...]) -> ColocationTable:
+    """The figures of ``model_names`` (catalog names), in that order.
+
+    Raises:
+        ConfigError: a model has no co-location figures.
+    """
+    raw = load_colocation()
+    known = raw["models"]
+    bad = [m for m in model_names if m not in known]
+    if bad:
+        raise ConfigError(
+            f"models={list(model_names)!r}: collision_mode='measured' has co-location figures "
+            f"only for {known}"
+        )
+    idx = [known.index(m) for m in model_names]
+    classes = tuple(raw["gpu_classes"])
+    pair = np.array([np.asarray(raw["pair_tput"][c])[np.ix_(idx, idx)][..., 0] for c in classes])
+    fail = pair <= 0.0
+    rs = raw["restart_s"]
+    return ColocationTable(
+        classes=classes,
+        pair=pair,
+        fail=fail,
+        interleave=np.asarray(raw["interleave_multiplier"], dtype=np.float64),
+        restart_gpus=np.asarray(rs["gpus"], dtype=np.float64),
+        restart_s=np.array([rs[m] for m in model_names], dtype=np.float64),
+        cpu_x=tuple(np.array([p[0] for p in raw["cpu_curve"][m]]) for m in model_names),
+        cpu_y=tuple(np.array([p[1] for p in raw["cpu_curve"][m]]) for m in model_names),
+    )
+
+
+def node_gpu_class(tier_names: tuple[str, ...], tier: np.ndarray, classes: tuple[str, ...]):
+    """(N,) index into ``classes`` of each node's GPU class; -1 where unmeasured."""
+    per_tier = np.array(
+        [
+            classes.index(c) if (c := TIER_GPU_CLASS.get(t)) is not None and c in classes else -1
+            for t in tier_names
+        ],
+        dtype=np.int64,
+    )
+    return per_tier[tier]
+
+
+def gpu_occupants(g: np.ndarray, gpus: int) -> list[list[int]]:
+    """Which workers (by position in ``g``, placement order) hold each of ``gpus`` GPUs.
+
+    Worker ``i`` takes ``[o_i, o_i + g_i)`` on the GPU axis, ``o_i = g_0 + ... + g_{i-1}``,
+    wrapped modulo ``gpus``; it holds every GPU that interval overlaps by more than a
+    rounding error. A worker requesting no GPU holds none.
+    """
+    held: list[list[int]] = [[] for _ in range(gpus)]
+    o = 0.0
+    for i, gi in enumerate(g.tolist()):
+        if gi > _GPU_EPS:
+            first = int(np.floor(o + _GPU_EPS))
+            last = int(np.ceil(o + gi - _GPU_EPS)) - 1
+            for cell in range(first, max(last, first) + 1):
+                j = cell % gpus
+                if i not in held[j]:
+                    held[j].append(i)
+        o += gi
+    return held
+
+
+class ColocationMixin:
+    """``collision_mode='measured'`` for :class:`~edgesched.envs.core.EdgeClusterSim`.
+
+    State written: per-worker ``w_seq`` (placement order, set by ``place``), per-job
+    ``ckpt_progress``, ``run_slots`` and ``startup_s``; counters ``crashes``,
+    ``crash_slots_lost``, ``restart_seconds``, ``shared_gpu_slots``, ``cpu_starved_slots``.
+    """
+
+    def _init_colocation(self) -> None:
+        self._measured = self.cfg.collision_mode == "measured"
+        if not self._measured:
+            self._coloc = None
+            return
+        if self.progress_model.name != "profile":
+            raise ConfigError(
+                f"collision_mode='measured' with progress_model={self.progress_model.name!r}: "
+                "the measured co-location costs need the profiled models (progress_model="
+                "'profile')"
+            )
+        self._coloc = colocation_table(self.model_names)
+        self._coloc_memo: dict[tuple[float, ...], tuple] = {}
+        c = self.cluster
+        if self.cfg.custom_capacities:
+            classes = self._coloc.classes
+            names = self.cfg.custom_gpu_classes or ("",) * self.agents_per_copy
+            per_node = np.array([classes.index(x) if x else -1 for x in names], dtype=np.int64)
+        else:
+            per_node = node_gpu_class(c.tier_names, c.tier, self._coloc.classes)
+        # per agent of every copy (node ids are global in a batched simulator)
+        self._node_class = np.tile(per_node, self.copies)
+
+    def _measured_slowdown(self, running: np.ndarray, nodes: np.ndarray) -> np.ndarray | None:
+        """Crash what must crash, then the per-worker slowdown (R, W) of ``running`` jobs.
+
+        Crashed jobs are released and re-queued here (the caller drops them from its
+        ``running``: their status is no longer running). ``None`` when no node shares a GPU,
+        cores or memory.
+        """
+        valid = nodes >= 0
+        cap = self.capacity
+        shared = (self.used > cap + _GPU_EPS).any(axis=1)
+        g_alloc = self.w_alloc[running, :, 1]
+        has_frac = valid & (np.abs(g_alloc - np.round(g_alloc)) > _GPU_EPS)
+        if has_frac.any():
+            shared = shared.copy()
+            shared[nodes[has_frac]] = True
+        r_all, w_all = np.nonzero(valid)
+        n_all = nodes[r_all, w_all]
+        on = shared[n_all]
+        if not on.any():
+            return None
+        r_s, w_s, n_s = r_all[on], w_all[on], n_all[on]
+        # each shared node's workers, oldest placement first
+        order = np.lexsort((self.w_seq[running[r_s], w_s], n_s))
+        r_s, w_s, n_s = r_s[order], w_s[order], n_s[order]
+        cuts = np.flatnonzero(n_s[1:] != n_s[:-1]) + 1
+        groups = [
+            (int(n_s[lo]), r_s[lo:hi], w_s[lo:hi])
+            for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(n_s)], strict=True)
+        ]
+        models = self.j_model[running]
+        # pass 1: crashes (memory, then failing GPU pairs), newest first
+        crashed: list[int] = []
+        for n, r_idx, w_idx in groups:
+            jobs = running[r_idx]
+            out = self._node_outcome(n, models[r_idx], self.w_alloc[jobs, w_idx])
+            crashed += jobs[out[0]].tolist()
+        if crashed:
+            self._crash(np.unique(np.array(crashed, dtype=np.int64)))
+        # pass 2: rates of the survivors (a crash elsewhere may have left a node)
+        slow = np.ones(nodes.shape)
+        shared_ids, starved_ids = [], []
+        for n, r_idx, w_idx in groups:
+            jobs = running[r_idx]
+            if crashed:
+                keep = self.status[jobs] == RUNNING
+                r_idx, w_idx, jobs = r_idx[keep], w_idx[keep], jobs[keep]
+                if len(jobs) == 0:
+                    continue
+            _, rate, gpu_shared, starved = self._node_outcome(
+                n, models[r_idx], self.w_alloc[jobs, w_idx]
+            )
+            slow[r_idx, w_idx] = 1.0 / rate
+            shared_ids.append(jobs[gpu_shared])
+            if starved:
+                starved_ids.append(jobs)
+        jc = self._job_capacity
+        if shared_ids:
+            self._count("shared_gpu_slots", np.concatenate(shared_ids), jc)
+        if starved_ids:
+            self._count("cpu_starved_slots", np.concatenate(starved_ids), jc)
+        return slow
+
+    def _node_outcome(
+        self, n: int, models: np.ndarray, alloc: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """What node ``n`` does to its workers (placement order): memoized.
+
+        The outcome depends only on the node's GPU class and capacity and on the workers'
+        models and allocations in order, which repeat, so it is computed once per such
+        configuration (the dictionary is cleared past 65,536 entries).
+
+        Returns:
+            ``(crash, rate, gpu_shared, cpu_starved)``: positions of the workers whose jobs
+            crash (newest first), each worker's rate relative to running alone if nothing
+            crashed, whether it shares a GPU, and whether the node's cores are oversubscribed.
+        """
+        cap = self.capacity[n]
+        cls = int(self._node_class[n])
+        key = (cls, *cap.tolist(), *models.tolist(), *alloc.ravel().tolist())
+        cache = self._coloc_memo
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+        if len(cache) > 65_536:
+            cache.clear()
+        tab = self._coloc
+        k_all = len(models)
+        gpus = round(float(cap[1]))
+        # memory: the newest workers' jobs crash until the rest fit
+        alive = np.cumsum(alloc[:, 2]) <= cap[2] + _GPU_EPS
+        crash = list(np.flatnonzero(~alive)[::-1])
+        while cls >= 0 and gpus > 0:
+            victim = self._failing_newest(cls, models, alloc, np.flatnonzero(alive), gpus)
+            if victim is None:
+                break
+            crash.append(victim)
+            alive[victim] = False
+        rate = np.ones(k_all)
+        gpu_shared = np.zeros(k_all, dtype=bool)
+        if gpus > 0:
+            for occ in gpu_occupants(alloc[:, 1], gpus):
+                k = len(occ)
+                if k < 2:
+                    continue
+                m = models[occ]
+                if cls < 0:
+                    r = np.full(k, self.cfg.unmeasured_gpu_share / (k * tab.multiplier(k)))
+                elif k == 2:
+                    r = np.array([tab.pair[cls, m[0], m[1]], tab.pair[cls, m[1], m[0]]])
+                else:
+                    r = np.full(k, 1.0 / (k * tab.multiplier(k)))
+                rate[occ] = np.minimum(rate[occ], r)
+                gpu_shared[occ] = True
+        starved = bool(alloc[:, 0].sum() > cap[0] + _GPU_EPS)
+        if starved:
+            share = cap[0] / alloc[:, 0].sum()
+            per_gpu = alloc[:, 0] / np.maximum(alloc[:, 1], 1.0)
+            for i, mi in enumerate(models.tolist()):
+                full = float(tab.cpu_rate(mi, per_gpu[i]))
+                rate[i] *= float(tab.cpu_rate(mi, per_gpu[i] * share)) / max(full, 1e-12)
+        # a failing pair seen only here (a crash elsewhere re-packed the node's GPUs) makes no
+        # progress this slot; pass 1 crashes its newer job at the next
+        rate = np.maximum(rate, 1e-12)
+        out = (np.asarray(crash, dtype=np.int64), rate, gpu_shared, starved)
+        cache[key] = out
+        return out
+
+    def _failing_newest(
+        self, cls: int, models: np.ndarray, alloc: np.ndarray, idx: np.ndarray, gpus: int
+    ) -> int | None:
+        """Position of the newest worker on a GPU holding a failing pair, if any.
+
+        Args:
+            cls: the node's GPU class.
+            models: model of each of the node's workers (placement order).
+            alloc: their allocations.
+            idx: positions of the workers still alive.
+            gpus: the node's GPU count.
+        """
+        if len(idx) < 2:
+            return None
+        for occ in gpu_occupants(alloc[idx, 1], gpus):
+            if len(occ) < 2:
+                continue
+            pos = idx[occ]
+            m = models[pos]
+            if (self._coloc.fail[cls][np.ix_(m, m)] & ~np.eye(len(m), dtype=bool)).any():
+                return int(pos[-1])
+        return None
+
+    def _crash(self, jobs: np.ndarray) -> None:
+        """Crash running ``jobs``: back to their last checkpoint, released and re-queued."""
+        interval = self.cfg.checkpoint_interval
+        lost = self.run_slots[jobs] % interval if interval else self.run_slots[jobs]
+        self._count("crashes", jobs, self._job_capacity)
+        self._add_counter("crash_slots_lost", jobs, lost)
+        self.progress[jobs] = self.ckpt_progress[jobs]
+        self.quality[jobs] = self.progress_model.quality_of(self, jobs)
+        self.run_slots[jobs] = 0
+        tab = self._coloc
+        for j in jobs.tolist():
+            w = int(self.placed[j])
+            nodes = self.w_node[j, :w]
+            np.subtract.at(self.used, nodes, self.w_alloc[j, :w])
+            np.subtract.at(self.node_workers, nodes, 1.0)
+            gpus = float(self.w_alloc[j, :w, 1].sum())
+            self.startup_s[j] = tab.restart_seconds(int(self.j_model[j]), gpus)
+        self._add_counter("restart_seconds", jobs, np.round(self.startup_s[jobs]).astype(np.int64))
+        self.w_node[jobs] = -1
+        self.w_alloc[jobs] = 0.0
+        self.w_level[jobs] = 0
+        self.w_iter0[jobs] = 0.0
+        self.w_seq[jobs] = -1
+        self.placed[jobs] = 0
+        self.j_static[jobs, self.job_features - 2] = 0.0
+        self.running = self.running[~np.isin(self.running, jobs)]
+        self._requeue(jobs)
+
+    def _add_counter(self, key: str, jobs: np.ndarray, amounts: np.ndarray) -> None:
+        """Add ``amounts`` (one per job) to counter ``key`` of each job's copy."""
+        arr = self._cnt[key]
+        if self.copies == 1:
+            arr[0] += int(np.sum(amounts))
+        else:
+            arr += np.bincount(
+                jobs // self._job_capacity, weights=amounts, minlength=self.copies
+            ).astype(np.int64)
+
+    def _checkpoint(self, running: np.ndarray) -> None:
+        """Count a slot of running for each of ``running`` and checkpoint on the interval."""
+        self.run_slots[running] += 1
+        interval = self.cfg.checkpoint_interval
+        if interval:
+            due = running[self.run_slots[running] % interval == 0]
+            self.ckpt_progress[due] = self.progress[due]

@@ -1,0 +1,255 @@
+"""Golden tests of ``collision_mode='measured'`` on hand-checked tiny clusters.
+
+Expected rates are read from the committed measured table (``envs/data/colocation.json``),
+so the tests survive a re-derivation; the values at the time of writing are quoted:
+
+* v100, cifar10 (ResNet-18) with bert (Transformer): 0.86 and 0.50 of their speed alone;
+  cifar10 with cifar10: 0.55 each;
+* k80, imagenet (ResNet-50 at batch 64) with itself: the shared run failed (out of memory);
+* Muri's interleaving multiplier of 3 jobs: 1.5 / 1.015 = 1.478;
+* Synergy, ResNet-18 at 1 core per GPU: 0.37, at 2: 0.72 (of its 3-core throughput);
+* Muri's restart overhead of imagenet (VGG-16) on one GPU: 7 s.
+
+A single-worker job's progress in one slot is ``slot_seconds / iteration * local_bsz``; a
+worker at rate ``r`` needs ``1 / r`` times the compute time, so it makes ``r`` times the
+samples of the same worker alone.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import pytest
+
+from edgesched.envs import EdgeClusterSim, SimConfig
+from edgesched.envs.colocation import colocation_table, gpu_occupants
+from edgesched.envs.config import ConfigError
+from edgesched.envs.core import QUEUED, RUNNING
+
+BASE: dict[str, Any] = dict(
+    topology="full",
+    straggler_scale=0.0,
+    diurnal_amplitude=0.0,
+    burst_prob=0.0,
+    arrival_slots=1,
+    arrival_rate=4.0,
+    job_size_sigma=0.0,
+    target_quality=(0.99, 0.99),
+    priority_probs=(1.0,),
+    link_bandwidth_gbps=(2.0, 2.0),
+    link_latency_ms=(5.0, 5.0),
+    models=(("cifar10", 1.0),),
+    workers_dist=((1, 1.0),),
+    sync_mix=(("ps", 1.0),),
+    max_slots=50,
+    max_steps=200,
+    collision_mode="measured",
+)
+TABLE = json.loads(resources.files("edgesched.envs").joinpath("data/colocation.json").read_text())
+
+
+def _pair(gpu: str, a: str, b: str) -> tuple[float, float]:
+    m = TABLE["models"]
+    ra, rb = TABLE["pair_tput"][gpu][m.index(a)][m.index(b)]
+    return ra, rb
+
+
+def _sim(caps, classes, seed: int = 3, **overrides: Any) -> EdgeClusterSim:
+    params = {**BASE, "custom_capacities": caps, "custom_gpu_classes": classes, **overrides}
+    params["num_nodes"] = len(caps)
+    params["neighbors_k"] = len(caps) - 1
+    sim = EdgeClusterSim(SimConfig.from_dict(params))
+    sim.reset(seed)
+    return sim
+
+
+def _place(sim: EdgeClusterSim, job: int, node: int, level: int = 0) -> None:
+    sim.place(np.array([sim.j_home[job]]), np.array([job]), np.array([node]), np.array([level]))
+
+
+def _defer(sim: EdgeClusterSim) -> None:
+    sim.step(np.zeros(sim.num_agents, dtype=np.int64))
+
+
+def _jobs_of(sim: EdgeClusterSim, model: str, n: int) -> list[int]:
+    m = sim.model_names.index(model)
+    ids = np.flatnonzero((sim.j_model == m) & (sim.status == QUEUED))[:n]
+    assert len(ids) == n, f"seed has fewer than {n} {model} jobs"
+    return ids.tolist()
+
+
+def test_a_fitting_pair_runs_at_its_measured_throughputs():
+    caps, classes = ((8, 1, 64), (8, 1, 64)), ("v100", "v100")
+    kw = dict(models=(("cifar10", 0.5), ("bert", 0.5)), arrival_rate=8.0)
+    alone, shared = _sim(caps, classes, **kw), _sim(caps, classes, **kw)
+    (c,), (b,) = _jobs_of(shared, "cifar10", 1), _jobs_of(shared, "bert", 1)
+    _place(alone, c, 0)
+    _place(alone, b, 1)
+    _place(shared, c, 0)
+    _place(shared, b, 0)  # two 1-GPU workers on a 1-GPU node: they share it
+    _defer(alone)
+    _defer(shared)
+    rc, rb = _pair("v100", "cifar10", "bert")
+    assert (rc, rb) == pytest.approx((0.86, 0.50), abs=0.01)
+    assert shared.progress[c] == pytest.approx(alone.progress[c] * rc, rel=1e-12)
+    assert shared.progress[b] == pytest.approx(alone.progress[b] * rb, rel=1e-12)
+    assert shared.counters.shared_gpu_slots == 2
+    assert shared.counters.crashes == 0
+
+
+def test_a_failing_pair_crashes_the_newer_job_which_restarts_paying_its_overhead():
+    caps, classes = ((8, 1, 64), (8, 1, 64)), ("k80", "")
+    sim = _sim(caps, classes, models=(("imagenet", 1.0),))
+    ref = _sim(caps, classes, models=(("imagenet", 1.0),))
+    a, b = _jobs_of(sim, "imagenet", 2)
+    assert _pair("k80", "imagenet", "imagenet") == (0.0, 0.0)  # measured: the run failed
+    _place(sim, a, 0)
+    _place(sim, b, 0)  # newer
+    _place(ref, a, 0)
+    _defer(sim)
+    _defer(ref)
+    assert sim.status[a] == RUNNING and sim.status[b] == QUEUED
+    assert sim.placed[b] == 0 and b in sim.queued_pairs()[1]
+    assert sim.progress[a] == pytest.approx(ref.progress[a], rel=1e-12)  # ran alone
+    assert sim.progress[b] == 0.0
+    np.testing.assert_allclose(sim.used[0], sim.j_alloc[a, 0])
+    cnt = sim.counters
+    assert (cnt.crashes, cnt.crash_slots_lost, cnt.restart_seconds) == (1, 0, 7)
+    assert sim.startup_s[b] == 7.0
+    # B restarts alone on node 1 (unmeasured class: no sharing there): its first slot
+    # loses the 7 restart seconds of 60
+    _place(sim, b, 1)
+    _place(ref, b, 1)
+    before = ref.progress[b]
+    _defer(sim)
+    _defer(ref)
+    assert before == 0.0
+    assert sim.progress[b] == pytest.approx(ref.progress[b] * (60.0 - 7.0) / 60.0, rel=1e-12)
+    assert sim.startup_s[b] == 0.0
+    jc = sim.job_counts()
+    assert jc["arrived"] == jc["queued"] + jc["running"] + jc["done"]
+
+
+def test_a_crash_loses_exactly_the_work_since_the_last_checkpoint():
+    sim = _sim(((8, 1, 64), (8, 1, 64)), ("v100", "v100"), checkpoint_interval=5)
+    (j,) = _jobs_of(sim, "cifar10", 1)
+    _place(sim, j, 0)
+    seen = []
+    for _ in range(7):
+        _defer(sim)
+        seen.append(float(sim.progress[j]))
+    assert sim.ckpt_progress[j] == seen[4]  # checkpoint after the 5th slot
+    sim._crash(np.array([j]))
+    assert sim.progress[j] == seen[4]
+    assert sim.counters.crash_slots_lost == 2
+    assert sim.status[j] == QUEUED and sim.placed[j] == 0
+    assert (sim.used == 0).all()
+    u = (seen[4] / sim.j_tau[j]) ** sim.j_k[j]
+    assert sim.quality[j] == pytest.approx(-np.expm1(-u), rel=1e-12)
+
+
+def test_three_jobs_on_one_gpu_interleave_at_muris_multiplier():
+    caps, classes = ((12, 1, 64), (12, 1, 64)), ("p100", "p100")
+    alone, shared = _sim(caps, classes), _sim(caps, classes)
+    jobs = _jobs_of(shared, "cifar10", 3)
+    _place(alone, jobs[0], 1)
+    for j in jobs:
+        _place(shared, j, 0)
+    _defer(alone)
+    _defer(shared)
+    m3 = TABLE["interleave_multiplier"][2]
+    assert m3 == pytest.approx(1.5 / 1.015, rel=1e-5)
+    for j in jobs:
+        assert shared.progress[j] == pytest.approx(alone.progress[jobs[0]] / (3 * m3), rel=1e-12)
+
+
+def test_cpu_starvation_at_one_core_follows_the_measured_curve():
+    # node 1 has one core; a cifar10 worker is allocated 2 (placed directly, past the mask)
+    caps, classes = ((8, 2, 64), (1, 1, 64)), ("v100", "v100")
+    alone, starved = _sim(caps, classes), _sim(caps, classes)
+    (j,) = _jobs_of(starved, "cifar10", 1)
+    _place(alone, j, 0)
+    _place(starved, j, 1)
+    _defer(alone)
+    _defer(starved)
+    curve = dict(map(tuple, TABLE["cpu_curve"]["cifar10"]))
+    assert (curve[1.0], curve[2.0]) == (0.37, 0.72)
+    assert starved.progress[j] == pytest.approx(alone.progress[j] * 0.37 / 0.72, rel=1e-12)
+    assert starved.counters.cpu_starved_slots == 1
+
+
+def test_one_shared_worker_slows_the_whole_synchronous_job():
+    caps, classes = ((8, 1, 64), (8, 1, 64)), ("v100", "v100")
+    kw = dict(workers_dist=((1, 0.5), (2, 0.5)), arrival_rate=8.0)
+    alone, shared = _sim(caps, classes, **kw), _sim(caps, classes, **kw)
+    two = int(np.flatnonzero((shared.j_workers == 2) & (shared.status == QUEUED))[0])
+    one = int(np.flatnonzero((shared.j_workers == 1) & (shared.status == QUEUED))[0])
+    for sim in (alone, shared):
+        _place(sim, two, 0)
+        _place(sim, two, 1)
+    _place(shared, one, 1)  # shares node 1's GPU with the job's second worker
+    _defer(alone)
+    _defer(shared)
+    r = _pair("v100", "cifar10", "cifar10")[0]
+    t0, sync = alone.w_iter0[two, 0], alone.sync_time[two]
+    assert sync > 0
+    # iteration = slowest worker's compute + sync: t0 alone, t0 / r with one shared worker
+    expect = alone.progress[two] * (t0 + sync) / (t0 / r + sync)
+    assert shared.progress[two] == pytest.approx(expect, rel=1e-12)
+
+
+def test_timeshare_is_the_v0_overload_rule():
+    caps = ((8, 1, 64), (8, 1, 64))
+    runs = []
+    for mode in ("overload", "timeshare"):
+        sim = _sim(caps, ("", ""), collision_mode=mode)
+        a, b = _jobs_of(sim, "cifar10", 2)
+        _place(sim, a, 0)
+        _place(sim, b, 0)
+        _defer(sim)
+        runs.append(sim.progress.copy())
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert runs[0].max() > 0
+
+
+def test_gpu_packing_wraps_in_placement_order():
+    assert gpu_occupants(np.array([1.0, 1.0, 1.0]), 2) == [[0, 2], [1]]
+    assert gpu_occupants(np.array([0.5, 0.5, 1.0]), 2) == [[0, 1], [2]]
+    assert gpu_occupants(np.array([2.0, 1.0]), 2) == [[0, 1], [0]]
+    assert gpu_occupants(np.array([0.0, 1.0]), 1) == [[1]]
+
+
+def test_bad_measured_settings_name_the_parameter():
+    with pytest.raises(ConfigError, match="custom_gpu_classes"):
+        _sim(((8, 1, 64), (8, 1, 64)), ("v100", "a100"))
+    with pytest.raises(ConfigError, match="progress_model"):
+        _sim(
+            ((8, 1, 64), (8, 1, 64)),
+            ("v100", "v100"),
+            progress_model="tapfinger",
+            models=(("IMG", 1.0),),
+        )
+    with pytest.raises(ConfigError, match="models"):
+        colocation_table(("resnet",))
+
+
+def test_the_committed_table_reproduces_from_the_data():
+    """``scripts/derive_colocation.py --check`` (skips without ``../shared/data``)."""
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).parents[1]
+    data = Path(os.environ.get("EDGESCHED_DATA_DIR", root / ".." / "shared" / "data"))
+    if not (data / "colocation").is_dir():
+        pytest.skip(f"co-location data not found at {data.resolve()}")
+    spec = importlib.util.spec_from_file_location(
+        "derive_colocation", root / "scripts" / "derive_colocation.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.build_table(data.resolve()) == TABLE
