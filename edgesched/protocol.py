@@ -56,6 +56,16 @@ EXTRA_METRICS = ("occupied_share_mean", "quality_total")
 """Per-episode metrics recorded since RLPTO (resources held, quality gained); optional in
 records so older records stay valid."""
 
+COLOCATION_METRICS = (
+    "crashes",
+    "crash_slots_lost",
+    "restart_seconds",
+    "shared_gpu_slots",
+    "cpu_starved_slots",
+)
+"""Per-episode metrics of ``collision_mode='measured'`` scenarios (crashes, work lost, restart
+time, shared-GPU and CPU-starved worker-slots); present in their records only."""
+
 SHIELD_METRICS = (
     "shield_interventions",
     "shield_residual_collisions",

@@ -253,3 +253,17 @@ def test_the_committed_table_reproduces_from_the_data():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.build_table(data.resolve()) == TABLE
+
+
+def test_records_carry_the_measured_metrics_the_simulator_reports():
+    from edgesched.envs.metrics import MEASURED_METRICS
+    from edgesched.protocol import COLOCATION_METRICS
+
+    assert COLOCATION_METRICS == MEASURED_METRICS
+    sim = _sim(((8, 1, 64), (8, 1, 64)), ("k80", "k80"), models=(("imagenet", 1.0),))
+    a, b = _jobs_of(sim, "imagenet", 2)
+    _place(sim, a, 0)
+    _place(sim, b, 0)
+    _defer(sim)
+    m = sim.episode_metrics()
+    assert {k: m[k] for k in MEASURED_METRICS}["crashes"] == 1

@@ -83,7 +83,11 @@ BAD_VALUES = [
     ({"arrival_rate": float("nan")}, ["arrival_rate=nan", "out of range"]),
     (
         {"collision_mode": "explode"},
-        ["collision_mode='explode'", "not allowed", "['overload', 'reject']"],
+        [
+            "collision_mode='explode'",
+            "not allowed",
+            "['overload', 'timeshare', 'reject', 'measured']",
+        ],
     ),
     ({"advance": "sometimes"}, ["advance='sometimes'", "['every_step', 'when_idle']"]),
     ({"invalid_action": "ignore"}, ["invalid_action='ignore'", "['raise', 'defer']"]),

@@ -25,6 +25,7 @@ from edgesched.policy import EnvSpec, Scheduler
 
 # the metric names live in edgesched.protocol (the algorithms need them too); re-exported
 from edgesched.protocol import (
+    COLOCATION_METRICS,
     EXTRA_METRICS,
     SCALAR_METRICS,
     SHIELD_METRICS,
@@ -141,6 +142,7 @@ def run_episode(
             sim.step(res.actions)
     m = sim.episode_metrics()
     out = {k: m[k] for k in SCALAR_METRICS + EXTRA_METRICS}
+    out.update({k: m[k] for k in COLOCATION_METRICS if k in m})
     if stats is not None:
         out["collisions_proposed"] = int(stats.totals["proposed_collisions"])
         out.update(stats.summary())
@@ -199,6 +201,7 @@ def evaluate_scheduler(
             row = run_episode(policy, sim, eval_workload_seed(int(s), k), shield=sh)
             rows.append({"eval_seed": int(s), "episode": k, **row})
     keys = SCALAR_METRICS + EXTRA_METRICS + (SHIELD_METRICS if sh is not None else ())
+    keys += tuple(k for k in COLOCATION_METRICS if rows and k in rows[0])
     summary = {k: float(np.nanmean([r[k] for r in rows], dtype=np.float64)) for k in keys}
     return {"per_episode": rows, "summary": summary}
 
