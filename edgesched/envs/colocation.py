@@ -49,6 +49,7 @@ import numpy as np
 
 from .errors import ConfigError
 from .metrics import RUNNING
+from .sharing import cpu_rates, packed_rates
 
 #: Catalog hardware tier -> measured GPU class (``None``: unmeasured). The T4 of the
 #: ``gpu_server`` tier is equated with the P100, as the catalog's speed factors do.
@@ -210,62 +211,121 @@ class ColocationMixin:
         """Crash what must crash, then the per-worker slowdown (R, W) of ``running`` jobs.
 
         Crashed jobs are released and re-queued here (the caller drops them from its
-        ``running``: their status is no longer running). ``None`` when no node shares a GPU,
-        cores or memory.
+        ``running``: their status is no longer running). Crashes are decided once per slot,
+        on the placements as they stand; the survivors' rates are then computed on the
+        nodes without the crashed workers. ``None`` when no node shares a GPU, cores or
+        memory.
+        """
+        plan = self._sharing_plan(running, nodes)
+        if plan is None:
+            return None
+        crashed: list[int] = []
+        for n, pos in plan["complex"]:
+            jobs = plan["jobs"][pos]
+            out = self._node_outcome(n, plan["models"][pos], plan["alloc"][pos])
+            crashed += jobs[out[0]].tolist()
+        if crashed:
+            self._crash(np.unique(np.array(crashed, dtype=np.int64)))
+            alive = self.status[running] == RUNNING
+            plan = self._sharing_plan(running[alive], nodes[alive])
+            slow = np.ones(nodes.shape)
+            if plan is not None:
+                slow[alive] = self._plan_slowdown(plan, int(alive.sum()), nodes.shape[1])
+            return slow
+        return self._plan_slowdown(plan, len(running), nodes.shape[1])
+
+    def _sharing_plan(self, running: np.ndarray, nodes: np.ndarray) -> dict[str, Any] | None:
+        """The workers of the nodes that share anything, in node then placement order.
+
+        Nodes of whole-GPU workers (each at most the node's GPUs) within host memory and
+        without a failing pair go through :func:`~edgesched.envs.sharing.packed_rates`
+        together; the others (``complex``) one at a time through :meth:`_node_outcome`.
         """
         valid = nodes >= 0
         cap = self.capacity
         shared = (self.used > cap + _GPU_EPS).any(axis=1)
-        g_alloc = self.w_alloc[running, :, 1]
-        has_frac = valid & (np.abs(g_alloc - np.round(g_alloc)) > _GPU_EPS)
-        if has_frac.any():
-            shared = shared.copy()
-            shared[nodes[has_frac]] = True
         r_all, w_all = np.nonzero(valid)
+        jobs = running[r_all]
+        alloc = self.w_alloc[jobs, w_all]
+        frac = np.abs(alloc[:, 1] - np.round(alloc[:, 1])) > _GPU_EPS
         n_all = nodes[r_all, w_all]
+        if frac.any():
+            shared = shared.copy()
+            shared[n_all[frac]] = True
         on = shared[n_all]
         if not on.any():
             return None
-        r_s, w_s, n_s = r_all[on], w_all[on], n_all[on]
-        # each shared node's workers, oldest placement first
-        order = np.lexsort((self.w_seq[running[r_s], w_s], n_s))
-        r_s, w_s, n_s = r_s[order], w_s[order], n_s[order]
-        cuts = np.flatnonzero(n_s[1:] != n_s[:-1]) + 1
-        groups = [
-            (int(n_s[lo]), r_s[lo:hi], w_s[lo:hi])
-            for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(n_s)], strict=True)
-        ]
-        models = self.j_model[running]
-        # pass 1: crashes (memory, then failing GPU pairs), newest first
-        crashed: list[int] = []
-        for n, r_idx, w_idx in groups:
-            jobs = running[r_idx]
-            out = self._node_outcome(n, models[r_idx], self.w_alloc[jobs, w_idx])
-            crashed += jobs[out[0]].tolist()
-        if crashed:
-            self._crash(np.unique(np.array(crashed, dtype=np.int64)))
-        # pass 2: rates of the survivors (a crash elsewhere may have left a node)
-        slow = np.ones(nodes.shape)
-        shared_ids, starved_ids = [], []
-        for n, r_idx, w_idx in groups:
-            jobs = running[r_idx]
-            if crashed:
-                keep = self.status[jobs] == RUNNING
-                r_idx, w_idx, jobs = r_idx[keep], w_idx[keep], jobs[keep]
-                if len(jobs) == 0:
-                    continue
-            _, rate, gpu_shared, starved = self._node_outcome(
-                n, models[r_idx], self.w_alloc[jobs, w_idx]
+        order = np.lexsort((self.w_seq[jobs[on], w_all[on]], n_all[on]))
+        sel = np.flatnonzero(on)[order]
+        r_s, w_s, n_s, jobs, alloc = r_all[sel], w_all[sel], n_all[sel], jobs[sel], alloc[sel]
+        starts = np.flatnonzero(np.r_[True, n_s[1:] != n_s[:-1]])
+        seg = np.cumsum(np.r_[True, n_s[1:] != n_s[:-1]]) - 1
+        node_u = n_s[starts]
+        gpus = np.round(cap[node_u, 1])
+        models = self.j_model[jobs]
+        # whole GPUs, no request above the node's GPUs, memory within capacity
+        ok_w = ~frac[sel] & (alloc[:, 1] <= gpus[seg] + _GPU_EPS)
+        ok = np.bincount(seg, weights=~ok_w, minlength=len(node_u)) == 0
+        mem = np.bincount(seg, weights=alloc[:, 2], minlength=len(node_u))
+        ok &= mem <= cap[node_u, 2] + _GPU_EPS
+        tab = self._coloc
+        node_cls = self._node_class[node_u]
+        fast = ok[seg]
+        rate = np.ones(len(seg))
+        shared_w = np.zeros(len(seg), dtype=bool)
+        if fast.any():
+            # segments renumbered among the fast nodes
+            fseg = np.cumsum(ok) - 1
+            rate[fast], shared_w[fast], failing = packed_rates(
+                tab,
+                fseg[seg[fast]],
+                node_cls[ok],
+                gpus[ok].astype(np.int64),
+                models[fast],
+                alloc[fast, 1],
+                self.cfg.unmeasured_gpu_share,
             )
-            slow[r_idx, w_idx] = 1.0 / rate
-            shared_ids.append(jobs[gpu_shared])
-            if starved:
-                starved_ids.append(jobs)
+            ok[np.flatnonzero(ok)[failing]] = False
+            fast = ok[seg]
+        ends = np.r_[starts[1:], len(seg)]
+        complex_ = [
+            (int(node_u[i]), np.arange(starts[i], ends[i])) for i in np.flatnonzero(~ok).tolist()
+        ]
+        return {
+            "r": r_s,
+            "w": w_s,
+            "jobs": jobs,
+            "alloc": alloc,
+            "models": models,
+            "seg": seg,
+            "node_u": node_u,
+            "fast": fast,
+            "rate": rate,
+            "shared": shared_w,
+            "complex": complex_,
+        }
+
+    def _plan_slowdown(self, plan: dict[str, Any], rows: int, width: int) -> np.ndarray:
+        """(rows, width) slowdowns of a :meth:`_sharing_plan`; counts the shared slots."""
+        rate, shared, fast = plan["rate"].copy(), plan["shared"].copy(), plan["fast"]
+        cpu, starved = cpu_rates(
+            self._coloc,
+            plan["seg"],
+            self.capacity[plan["node_u"], 0],
+            plan["models"],
+            plan["alloc"],
+        )
+        rate[fast] *= cpu[fast]
+        for n, pos in plan["complex"]:
+            _, r, sh, _ = self._node_outcome(n, plan["models"][pos], plan["alloc"][pos])
+            rate[pos], shared[pos] = r, sh
+        slow = np.ones((rows, width))
+        slow[plan["r"], plan["w"]] = 1.0 / np.maximum(rate, 1e-12)
         jc = self._job_capacity
-        if shared_ids:
-            self._count("shared_gpu_slots", np.concatenate(shared_ids), jc)
-        if starved_ids:
-            self._count("cpu_starved_slots", np.concatenate(starved_ids), jc)
+        if shared.any():
+            self._count("shared_gpu_slots", plan["jobs"][shared], jc)
+        if starved.any():
+            self._count("cpu_starved_slots", plan["jobs"][starved], jc)
         return slow
 
     def _node_outcome(
