@@ -267,3 +267,56 @@ def test_records_carry_the_measured_metrics_the_simulator_reports():
     _defer(sim)
     m = sim.episode_metrics()
     assert {k: m[k] for k in MEASURED_METRICS}["crashes"] == 1
+
+
+@pytest.mark.parametrize("cls", ["k80", "p100", "v100", ""])
+def test_vectorized_rates_equal_the_per_node_rule(cls):
+    """``sharing.packed_rates`` + ``cpu_rates`` == ``_node_outcome`` on whole-GPU nodes."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from edgesched.envs.sharing import cpu_rates, packed_rates
+
+    sim = _sim(
+        ((16, 4, 512), (16, 4, 512)),
+        (cls, cls),
+        models=(("cifar10", 0.3), ("imagenet", 0.3), ("bert", 0.4)),
+    )
+    tab = sim._coloc
+
+    @given(
+        workers=st.lists(
+            st.tuples(st.integers(0, 2), st.sampled_from([1, 2, 4]), st.integers(1, 12)),
+            min_size=1,
+            max_size=7,
+        )
+    )
+    @settings(max_examples=60, deadline=None)
+    def check(workers):
+        models = np.array([w[0] for w in workers])
+        alloc = np.array([[w[2], w[1], 4.0] for w in workers], dtype=np.float64)
+        crash, rate, shared, starved = sim._node_outcome(0, models, alloc)
+        seg = np.zeros(len(models), dtype=np.int64)
+        r, sh, failing = packed_rates(
+            tab,
+            seg,
+            sim._node_class[:1],
+            np.array([4]),
+            models,
+            alloc[:, 1],
+            sim.cfg.unmeasured_gpu_share,
+        )
+        assert bool(failing[0]) == (len(crash) > 0)
+        if not failing[0]:
+            c, st_ = cpu_rates(tab, seg, sim.capacity[:1, 0], models, alloc)
+            np.testing.assert_array_equal(np.maximum(r * c, 1e-12), rate)
+            np.testing.assert_array_equal(sh, shared)
+            assert bool(st_.any()) == starved
+
+    check()
+    if cls == "k80":
+        # layers 0 and 2 of every GPU are imagenet jobs (a failing pair), layer 1 is not
+        m = [sim.model_names.index(x) for x in ("imagenet", "cifar10", "imagenet")]
+        workers = [(mi, 4, 4) for mi in m]
+        assert len(sim._node_outcome(0, np.array(m), np.array([[4, 4, 4.0]] * 3))[0]) == 1
+        check.hypothesis.inner_test(workers)
