@@ -197,6 +197,7 @@ class ColocationMixin:
             )
         self._coloc = colocation_table(self.model_names)
         self._coloc_memo: dict[tuple[float, ...], tuple] = {}
+        self._dirty_nodes = np.zeros(self.num_agents, dtype=bool)
         c = self.cluster
         if self.cfg.custom_capacities:
             classes = self._coloc.classes
@@ -207,54 +208,73 @@ class ColocationMixin:
         # per agent of every copy (node ids are global in a batched simulator)
         self._node_class = np.tile(per_node, self.copies)
 
-    def _measured_slowdown(self, running: np.ndarray, nodes: np.ndarray) -> np.ndarray | None:
-        """Crash what must crash, then the per-worker slowdown (R, W) of ``running`` jobs.
+    def _measured_slowdown(
+        self, running: np.ndarray, adv_a: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Crash what must crash; the surviving ``running`` jobs and their (R, W) slowdowns.
 
-        Crashed jobs are released and re-queued here (the caller drops them from its
-        ``running``: their status is no longer running). Crashes are decided once per slot,
-        on the placements as they stand; the survivors' rates are then computed on the
-        nodes without the crashed workers. ``None`` when no node shares a GPU, cores or
-        memory.
+        Rates change only when a node's set of running workers changes (a placement, a
+        start, a finish, a crash, a resize marks the node dirty), so only dirty nodes of the
+        advancing copies (``adv_a``: per agent, ``None`` for all) are evaluated; the others
+        keep their workers' stored rates. Crashes are decided on the placements as they
+        stand; the survivors' rates are then computed without the crashed workers. Crashed
+        jobs are released and re-queued. The slowdowns are ``None`` when nothing is slowed.
         """
-        plan = self._sharing_plan(running, nodes)
-        if plan is None:
-            return None
-        crashed: list[int] = []
-        for n, pos in plan["complex"]:
-            jobs = plan["jobs"][pos]
-            out = self._node_outcome(n, plan["models"][pos], plan["alloc"][pos])
-            crashed += jobs[out[0]].tolist()
-        if crashed:
-            self._crash(np.unique(np.array(crashed, dtype=np.int64)))
-            alive = self.status[running] == RUNNING
-            plan = self._sharing_plan(running[alive], nodes[alive])
-            slow = np.ones(nodes.shape)
-            if plan is not None:
-                slow[alive] = self._plan_slowdown(plan, int(alive.sum()), nodes.shape[1])
-            return slow
-        return self._plan_slowdown(plan, len(running), nodes.shape[1])
+        dirty = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
+        if dirty.any():
+            nodes = self.w_node[running]
+            plan = self._sharing_plan(running, nodes, dirty)
+            crashed: list[int] = []
+            for n, pos in plan["complex"] if plan is not None else ():
+                out = self._node_outcome(n, plan["models"][pos], plan["alloc"][pos])
+                crashed += plan["jobs"][pos][out[0]].tolist()
+            if crashed:
+                self._crash(np.unique(np.array(crashed, dtype=np.int64)))
+                running = running[self.status[running] == RUNNING]
+                more = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
+                dirty = dirty | more
+                plan = self._sharing_plan(running, self.w_node[running], dirty)
+            recheck = self._store_rates(plan) if plan is not None else []
+            self._dirty_nodes[dirty] = False
+            # a failing pair that only the survivors' re-packing revealed: decided next slot
+            self._dirty_nodes[recheck] = True
+        jc = self._job_capacity
+        rows = np.nonzero(self.w_gshared[running])[0]
+        if len(rows):
+            self._count("shared_gpu_slots", running[rows], jc)
+        rows = np.nonzero(self.w_starved[running])[0]
+        if len(rows):
+            self._count("cpu_starved_slots", running[rows], jc)
+        rate = self.w_rate[running]
+        if (rate == 1.0).all():
+            return running, None
+        return running, 1.0 / rate
 
-    def _sharing_plan(self, running: np.ndarray, nodes: np.ndarray) -> dict[str, Any] | None:
-        """The workers of the nodes that share anything, in node then placement order.
+    def _mark_dirty(self, nodes: np.ndarray) -> None:
+        """Nodes (-1 = padding, ignored) whose running workers changed: re-evaluate them."""
+        if self._measured:
+            self._dirty_nodes[nodes[nodes >= 0]] = True
+
+    def _sharing_plan(
+        self, running: np.ndarray, nodes: np.ndarray, which: np.ndarray
+    ) -> dict[str, Any] | None:
+        """The running workers of the nodes selected by bool ``which``, node by node.
+
+        Each node's workers are in placement order (oldest first).
 
         Nodes of whole-GPU workers (each at most the node's GPUs) within host memory and
         without a failing pair go through :func:`~edgesched.envs.sharing.packed_rates`
         together; the others (``complex``) one at a time through :meth:`_node_outcome`.
         """
-        valid = nodes >= 0
         cap = self.capacity
-        shared = (self.used > cap + _GPU_EPS).any(axis=1)
-        r_all, w_all = np.nonzero(valid)
+        r_all, w_all = np.nonzero(nodes >= 0)
+        n_all = nodes[r_all, w_all]
+        on = which[n_all]
+        if not on.any():
+            return None
         jobs = running[r_all]
         alloc = self.w_alloc[jobs, w_all]
         frac = np.abs(alloc[:, 1] - np.round(alloc[:, 1])) > _GPU_EPS
-        n_all = nodes[r_all, w_all]
-        if frac.any():
-            shared = shared.copy()
-            shared[n_all[frac]] = True
-        on = shared[n_all]
-        if not on.any():
-            return None
         order = np.lexsort((self.w_seq[jobs[on], w_all[on]], n_all[on]))
         sel = np.flatnonzero(on)[order]
         r_s, w_s, n_s, jobs, alloc = r_all[sel], w_all[sel], n_all[sel], jobs[sel], alloc[sel]
@@ -305,8 +325,12 @@ class ColocationMixin:
             "complex": complex_,
         }
 
-    def _plan_slowdown(self, plan: dict[str, Any], rows: int, width: int) -> np.ndarray:
-        """(rows, width) slowdowns of a :meth:`_sharing_plan`; counts the shared slots."""
+    def _store_rates(self, plan: dict[str, Any]) -> list[int]:
+        """Store the rates of a :meth:`_sharing_plan`'s workers; nodes to re-check.
+
+        Returns:
+            The nodes whose survivors still hold a failing pair (decided next slot).
+        """
         rate, shared, fast = plan["rate"].copy(), plan["shared"].copy(), plan["fast"]
         cpu, starved = cpu_rates(
             self._coloc,
@@ -316,17 +340,17 @@ class ColocationMixin:
             plan["alloc"],
         )
         rate[fast] *= cpu[fast]
+        recheck = []
         for n, pos in plan["complex"]:
-            _, r, sh, _ = self._node_outcome(n, plan["models"][pos], plan["alloc"][pos])
+            crash, r, sh, _ = self._node_outcome(n, plan["models"][pos], plan["alloc"][pos])
             rate[pos], shared[pos] = r, sh
-        slow = np.ones((rows, width))
-        slow[plan["r"], plan["w"]] = 1.0 / np.maximum(rate, 1e-12)
-        jc = self._job_capacity
-        if shared.any():
-            self._count("shared_gpu_slots", plan["jobs"][shared], jc)
-        if starved.any():
-            self._count("cpu_starved_slots", plan["jobs"][starved], jc)
-        return slow
+            if len(crash):
+                recheck.append(n)
+        jobs, w = plan["jobs"], plan["w"]
+        self.w_rate[jobs, w] = np.maximum(rate, 1e-12)
+        self.w_gshared[jobs, w] = shared
+        self.w_starved[jobs, w] = starved
+        return recheck
 
     def _node_outcome(
         self, n: int, models: np.ndarray, alloc: np.ndarray
@@ -434,11 +458,15 @@ class ColocationMixin:
             gpus = float(self.w_alloc[j, :w, 1].sum())
             self.startup_s[j] = tab.restart_seconds(int(self.j_model[j]), gpus)
         self._add_counter("restart_seconds", jobs, np.round(self.startup_s[jobs]).astype(np.int64))
+        self._mark_dirty(self.w_node[jobs].ravel())
         self.w_node[jobs] = -1
         self.w_alloc[jobs] = 0.0
         self.w_level[jobs] = 0
         self.w_iter0[jobs] = 0.0
         self.w_seq[jobs] = -1
+        self.w_rate[jobs] = 1.0
+        self.w_gshared[jobs] = False
+        self.w_starved[jobs] = False
         self.placed[jobs] = 0
         self.j_static[jobs, self.job_features - 2] = 0.0
         self.running = self.running[~np.isin(self.running, jobs)]

@@ -32,6 +32,7 @@ class ExecutionMixin:
         """Jobs whose last worker was placed start running."""
         self.status[jobs] = RUNNING
         self.start_slot[jobs] = self._slot_of(jobs)
+        self._mark_dirty(self.w_node[jobs].ravel())  # their workers now run there
         if self._any_balance:
             bal = jobs[self._balance[self.j_sync[jobs]] & (self.j_workers[jobs] > 1)]
             for j in bal.tolist():
@@ -150,6 +151,7 @@ class ExecutionMixin:
                 if (need > self.capacity[ag] - self.used[ag] + 1e-9).any():
                     continue  # some node cannot host the larger allocation
             np.add.at(self.used, nodes, diff)
+            self._mark_dirty(nodes)
             self.w_alloc[j, :w] = alloc
             self.w_level[j, :w] = new
             t = self.progress_model.iteration_seconds(self, np.full(w, j), new, nodes)
@@ -240,10 +242,8 @@ class ExecutionMixin:
         slow = None
         if self._measured:
             if len(running):
-                slow = self._measured_slowdown(running, self.w_node[running])
-                if slow is not None:  # crashed jobs left the running set
-                    alive = self.status[running] == RUNNING
-                    running, slow = running[alive], slow[alive]
+                # crashed jobs leave the running set
+                running, slow = self._measured_slowdown(running, adv_a)
         elif n_over and len(running):
             slow = cont[np.maximum(self.w_node[running], 0)]  # padding workers: any node
         if len(running):
@@ -300,6 +300,7 @@ class ExecutionMixin:
             self._tally(self._n_done_c, fin, self._job_capacity)
             self.finish_slot[fin] = self._slot_of(fin) + 1
             fnodes = nodes[done]
+            self._mark_dirty(fnodes.ravel())
             fv = fnodes >= 0
             fnodes = fnodes[fv]
             np.subtract.at(self.used, fnodes, self.w_alloc[fin][fv])

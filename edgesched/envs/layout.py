@@ -63,6 +63,11 @@ _WORKER = {
     "w_level": (np.int64, 0),
     "w_iter0": (np.float64, 0.0),
     "w_seq": (np.int64, -1),  # placement order (which of two workers sharing a GPU is newer)
+    # collision_mode="measured": rate relative to running alone, on a shared GPU, on
+    # oversubscribed cores (recomputed only when the worker's node changes; colocation.py)
+    "w_rate": (np.float64, 1.0),
+    "w_gshared": (np.bool_, False),
+    "w_starved": (np.bool_, False),
 }
 
 

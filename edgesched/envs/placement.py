@@ -288,6 +288,7 @@ class PlacementMixin:
         if self._measured:
             self.w_seq[jobs, widx] = np.arange(self._seq, self._seq + len(jobs))
             self._seq += len(jobs)
+            self._mark_dirty(targets)
         self.w_iter0[jobs, widx] = self.progress_model.iteration_seconds(self, jobs, level, targets)
         np.add.at(self.used, targets, alloc)
         np.add.at(self.node_workers, targets, 1.0)
