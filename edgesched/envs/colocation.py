@@ -198,6 +198,9 @@ class ColocationMixin:
         self._coloc = colocation_table(self.model_names)
         self._coloc_memo: dict[tuple[float, ...], tuple] = {}
         self._dirty_nodes = np.zeros(self.num_agents, dtype=bool)
+        # whether some allocation level requests a fractional GPU (then any node may share)
+        g = self._m_alloc[..., 1]
+        self._frac_levels = bool((np.abs(g - np.round(g)) > _GPU_EPS).any())
         c = self.cluster
         if self.cfg.custom_capacities:
             classes = self._coloc.classes
@@ -223,7 +226,19 @@ class ColocationMixin:
         dirty = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
         if dirty.any():
             nodes = self.w_node[running]
-            plan = self._sharing_plan(running, nodes, dirty)
+            if not self._frac_levels:
+                # a node within capacity (and whole-GPU requests) shares nothing: its
+                # workers run at rate 1 and nothing crashes there (the plan would agree)
+                calm = dirty & ~(self.used > self.capacity + _GPU_EPS).any(axis=1)
+                if calm.any():
+                    r, w = np.nonzero(calm[np.maximum(nodes, 0)] & (nodes >= 0))
+                    j = running[r]
+                    self.w_rate[j, w] = 1.0
+                    self.w_gshared[j, w] = False
+                    self.w_starved[j, w] = False
+                    self._dirty_nodes[calm] = False
+                    dirty = dirty & ~calm
+            plan = self._sharing_plan(running, nodes, dirty) if dirty.any() else None
             crashed: list[int] = []
             for n, pos in plan["complex"] if plan is not None else ():
                 out = self._node_outcome(n, plan["models"][pos], plan["alloc"][pos])
@@ -278,8 +293,11 @@ class ColocationMixin:
         order = np.lexsort((self.w_seq[jobs[on], w_all[on]], n_all[on]))
         sel = np.flatnonzero(on)[order]
         r_s, w_s, n_s, jobs, alloc = r_all[sel], w_all[sel], n_all[sel], jobs[sel], alloc[sel]
-        starts = np.flatnonzero(np.r_[True, n_s[1:] != n_s[:-1]])
-        seg = np.cumsum(np.r_[True, n_s[1:] != n_s[:-1]]) - 1
+        brk = np.empty(len(n_s), dtype=bool)
+        brk[0] = True
+        np.not_equal(n_s[1:], n_s[:-1], out=brk[1:])
+        starts = np.flatnonzero(brk)
+        seg = np.cumsum(brk) - 1
         node_u = n_s[starts]
         gpus = np.round(cap[node_u, 1])
         models = self.j_model[jobs]
@@ -307,7 +325,7 @@ class ColocationMixin:
             )
             ok[np.flatnonzero(ok)[failing]] = False
             fast = ok[seg]
-        ends = np.r_[starts[1:], len(seg)]
+        ends = np.append(starts[1:], len(seg))
         complex_ = [
             (int(node_u[i]), np.arange(starts[i], ends[i])) for i in np.flatnonzero(~ok).tolist()
         ]
