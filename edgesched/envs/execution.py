@@ -32,7 +32,8 @@ class ExecutionMixin:
         """Jobs whose last worker was placed start running."""
         self.status[jobs] = RUNNING
         self.start_slot[jobs] = self._slot_of(jobs)
-        self._mark_dirty(self.w_node[jobs].ravel())  # their workers now run there
+        if self._measured:
+            self._mark_dirty(self.w_node[jobs].ravel())  # their workers now run there
         if self._any_balance:
             bal = jobs[self._balance[self.j_sync[jobs]] & (self.j_workers[jobs] > 1)]
             for j in bal.tolist():
@@ -151,7 +152,8 @@ class ExecutionMixin:
                 if (need > self.capacity[ag] - self.used[ag] + 1e-9).any():
                     continue  # some node cannot host the larger allocation
             np.add.at(self.used, nodes, diff)
-            self._mark_dirty(nodes)
+            if self._measured:
+                self._mark_dirty(nodes)
             self.w_alloc[j, :w] = alloc
             self.w_level[j, :w] = new
             t = self.progress_model.iteration_seconds(self, np.full(w, j), new, nodes)
@@ -300,7 +302,8 @@ class ExecutionMixin:
             self._tally(self._n_done_c, fin, self._job_capacity)
             self.finish_slot[fin] = self._slot_of(fin) + 1
             fnodes = nodes[done]
-            self._mark_dirty(fnodes.ravel())
+            if self._measured:
+                self._mark_dirty(fnodes.ravel())
             fv = fnodes >= 0
             fnodes = fnodes[fv]
             np.subtract.at(self.used, fnodes, self.w_alloc[fin][fv])
