@@ -149,6 +149,10 @@ def test_every_scenario_matches_single_simulators(name: str) -> None:
         ({"obs_delay": 3}, ()),
         ({"obs_delay": 2, "advance": "when_idle"}, ()),
         ({"resize": True}, ("resized_down", "resized_up")),
+        (
+            {"resize": True, "alloc_mode": "grid", "alloc_grid_max": (8, 2), "switch_weight": 0.5},
+            ("resized_down", "resized_up"),
+        ),
         ({"resize": True, "sync_mix": (("edgegossip", 1.0),)}, ("resized_down",)),
     ],
     ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) if isinstance(o, dict) else "",

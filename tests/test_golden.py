@@ -740,3 +740,53 @@ def test_resize_shrinks_and_grows_a_running_job_exactly():
         sim.resize(np.array([int(np.flatnonzero(sim.status != RUNNING)[0])]), np.array([1]))
     with pytest.raises(ValueError, match="delta"):
         sim.resize(np.array([j]), np.array([2]))
+
+
+# ------------------------------------------------------------------- re-allocation and switching
+def test_a_resize_costs_switch_weight_of_the_slot_in_which_it_happens():
+    # One node (8 cpu, 2 gpu, 64 GiB), a single-worker cifar10 job at level 0 (1 GPU).
+    # Slot 1 at level 0; resize up to level 1 (scale 2: 2 GPUs, 4 cores); slot 2 runs the new
+    # allocation at switch_weight 0.5 of its samples; slot 3 at full rate.
+    kw = dict(custom_capacities=((8, 2, 64),), switch_weight=0.5, alloc_scales=(1.0, 2.0))
+    sim = _sim(seed=3, **kw)
+    j = int(sim.head[0, 0])
+    _place(sim, j, 0)
+    _defer(sim)
+    x1 = sim.progress[j]
+    assert sim.resize(np.array([j]), np.array([1])).tolist() == [True]
+    assert sim.w_level[j, 0] == 1 and sim.switched[j]
+    t_new = sim.w_iter0[j, 0]
+    full = SLOT / t_new * sim.j_samples_per_iter[j]
+    _defer(sim)
+    assert sim.progress[j] - x1 == pytest.approx(0.5 * full, rel=1e-12)
+    assert not sim.switched[j]
+    x2 = sim.progress[j]
+    _defer(sim)
+    assert sim.progress[j] - x2 == pytest.approx(full, rel=1e-12)
+
+
+def test_grid_resize_moves_one_gpu_at_the_same_cpus():
+    # Grid 0..4 cores x 0..2 GPUs; cifar10 needs (2, 1, 4): levels with >= 2 cores and >= 1
+    # GPU are admitted. A worker placed at (2 cores, 1 GPU) grows to (2, 2), then cannot
+    # grow further (2 GPUs is the grid's maximum) and shrinks back; at (2, 1) a shrink to
+    # (2, 0) is refused (the model needs a GPU).
+    kw = dict(custom_capacities=((8, 2, 64),), alloc_mode="grid", alloc_grid_max=(4, 2))
+    sim = _sim(seed=3, **kw)
+    add = sim._alloc_add
+    level = int(np.flatnonzero((add[:, 0] == 2) & (add[:, 1] == 1))[0])
+    j = int(sim.head[0, 0])
+    _place(sim, j, 0, level=level)
+    _defer(sim)
+
+    def at() -> tuple[float, float]:
+        return tuple(sim.w_alloc[j, 0, :2].tolist())
+
+    assert at() == (2.0, 1.0)
+    assert sim.resize(np.array([j]), np.array([1])).tolist() == [True]
+    assert at() == (2.0, 2.0)
+    np.testing.assert_allclose(sim.used[0, :2], [2.0, 2.0])
+    assert sim.resize(np.array([j]), np.array([1])).tolist() == [False]
+    assert sim.resize(np.array([j]), np.array([-1])).tolist() == [True]
+    assert at() == (2.0, 1.0)
+    assert sim.resize(np.array([j]), np.array([-1])).tolist() == [False]
+    assert at() == (2.0, 1.0)

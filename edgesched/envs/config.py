@@ -196,6 +196,10 @@ class SimConfig:
     (:mod:`edgesched.envs.colocation`). ``reject``: per node, visit the placements in random
     order and admit each that still fits (first fit; a placement that does not fit is
     rejected and later ones are still tried)."""
+    switch_weight: float = 1.0
+    """A slot in which a running job's allocation changed (``resize``) makes this fraction of
+    its progress: the cost of stopping and restarting its workers on the new allocation
+    (TapFinger's ``switch_weight``; 1 = free, the v0 behaviour)."""
     checkpoint_interval: int = 10
     """``measured``: a running job checkpoints every this many slots of running; a crash
     loses the progress since (0: never, a crash restarts from scratch). Assumed: 10 slots."""
@@ -303,6 +307,7 @@ class SimConfig:
         _int_range("region_size", self.region_size, 1, 100_000)
         _int_range("arrival_slots", self.arrival_slots, 1, 10_000_000)
         _int_range("checkpoint_interval", self.checkpoint_interval, 0, 10_000_000)
+        _float_range("switch_weight", self.switch_weight, 0.0, 1.0)
         _float_range("unmeasured_gpu_share", self.unmeasured_gpu_share, 0.0, 2.0)
         _int_range("diurnal_period_slots", self.diurnal_period_slots, 1, 10_000_000)
         _int_range("max_jobs", self.max_jobs, 0, 10_000_000)

@@ -106,10 +106,12 @@ class ExecutionMixin:
         The elastic-resource operation of RLPTO (DESIGN §4.1): a converging job's workers
         shrink to the next lower level of ``alloc_scales`` and free resources for others; a
         job may grow to the next higher level if every one of its nodes has the free
-        capacity. A worker already at the lowest (highest) level does not move. Iteration
-        times are recomputed from the new allocation; the job's progress is kept.
-        ``alloc_mode='grid'`` has no ordered levels: nothing is resized there. Batched, job
-        ids are those of the union (copy ``b``'s start at ``b * job_capacity``).
+        capacity. A worker already at the lowest (highest) level does not move. In
+        ``alloc_mode='grid'`` a step is one GPU less (more) at the same CPU count, to a grid
+        level the job's model admits; a worker with no such level does not move. Iteration
+        times are recomputed from the new allocation; the job's progress is kept, and the
+        slot in which it changed progresses at ``switch_weight``. Batched, job ids are those
+        of the union (copy ``b``'s start at ``b * job_capacity``).
 
         Args:
             jobs: running job ids (each at most once).
@@ -124,7 +126,7 @@ class ExecutionMixin:
         jobs = np.asarray(jobs, dtype=np.int64)
         delta = np.asarray(delta, dtype=np.int64)
         changed = np.zeros(len(jobs), dtype=bool)
-        if len(jobs) == 0 or self._grid:
+        if len(jobs) == 0:
             return changed
         if jobs.shape != delta.shape or not np.isin(delta, (-1, 0, 1)).all():
             raise ValueError(f"delta={delta.tolist()}: need one of -1, 0, 1 per job")
@@ -136,7 +138,10 @@ class ExecutionMixin:
                 continue
             w = int(self.j_workers[j])
             nodes = self.w_node[j, :w]
-            new = np.clip(self.w_level[j, :w] + d, 0, top)
+            if self._grid:
+                new = self._grid_gpu_step(j, self.w_level[j, :w], d)
+            else:
+                new = np.clip(self.w_level[j, :w] + d, 0, top)
             if (new == self.w_level[j, :w]).all():
                 continue
             alloc = self.j_alloc[j, new]
@@ -160,6 +165,7 @@ class ExecutionMixin:
             if self._balance[self.j_sync[j]] and w > 1:
                 t = np.full(w, w / np.sum(1.0 / t))  # EdgeGossip keeps shares balanced
             self.w_iter0[j, :w] = t
+            self.switched[j] = True
             changed[i] = True
             self._count(
                 "resized_up" if d > 0 else "resized_down", jobs[i : i + 1], self._job_capacity
@@ -167,6 +173,22 @@ class ExecutionMixin:
         if changed.any():
             self._refresh()
         return changed
+
+    def _grid_gpu_step(self, j: int, levels: np.ndarray, d: int) -> np.ndarray:
+        """Grid levels one GPU below (``d=-1``) or above (+1) ``levels`` at the same CPUs.
+
+        A worker keeps its level where that (CPU, GPU) pair is off the grid, is the empty
+        (0, 0) or is not admitted for job ``j``'s model.
+        """
+        add = self._alloc_add
+        gmax = self.cfg.alloc_grid_max[1]
+        c = add[levels, 0].astype(np.int64)
+        g = add[levels, 1].astype(np.int64) + d
+        ok = (g >= 0) & (g <= gmax) & ((c > 0) | (g > 0))
+        # grid levels enumerate (c, g) row-major without (0, 0): index c * (gmax + 1) + g - 1
+        cand = np.where(ok, c * (gmax + 1) + g - 1, levels)
+        ok &= self.j_alloc_ok[j, cand]
+        return np.where(ok, cand, levels)
 
     # ------------------------------------------------------------------ clock
     def contention(self, ratio: np.ndarray | None = None) -> np.ndarray:
@@ -295,6 +317,8 @@ class ExecutionMixin:
         q0 = self.quality[running] if self.cfg.accuracy_gain_weight else None
         self._strag_rows = running
         q, done = self.progress_model.advance(self, running, nodes, slow)
+        if self.cfg.switch_weight != 1.0:
+            self.switched[running] = False
         self.quality[running] = q
         if np.count_nonzero(done):
             fin = running[done]

@@ -56,6 +56,8 @@ _JOB_DYNAMIC = {
     "ckpt_progress": (np.float64, 0.0),
     "run_slots": (np.int64, 0),
     "startup_s": (np.float64, 0.0),
+    # the job's allocation changed (resize) since its last slot: switch_weight applies
+    "switched": (np.bool_, False),
 }
 _WORKER = {
     "w_node": (np.int64, -1),

@@ -197,9 +197,13 @@ class ProfileProgress(ProgressModel):
             start = sim.startup_s[running]
             secs = np.maximum(sim.cfg.slot_seconds - start, 0.0)
             sim.startup_s[running] = np.maximum(start - sim.cfg.slot_seconds, 0.0)
-            x = sim.progress[running] + secs / it * sim.j_samples_per_iter[running]
+            inc = secs / it * sim.j_samples_per_iter[running]
         else:
-            x = sim.progress[running] + sim.cfg.slot_seconds / it * sim.j_samples_per_iter[running]
+            inc = sim.cfg.slot_seconds / it * sim.j_samples_per_iter[running]
+        w = sim.cfg.switch_weight
+        if w != 1.0:
+            inc = np.where(sim.switched[running], w * inc, inc)  # re-allocated this slot
+        x = sim.progress[running] + inc
         sim.progress[running] = x
         u = (x / sim.j_tau[running]) ** sim.j_k[running]
         q = -np.expm1(-u)
@@ -274,6 +278,9 @@ class TapFingerProgress(ProgressModel):
         step = tapfinger_step(sim._j_is_lm[running], g, p)
         if slow is not None:
             step = step / slow[:, 0]
+        w = sim.cfg.switch_weight
+        if w != 1.0:
+            step = np.where(sim.switched[running], w * step, step)  # re-allocated this slot
         p = p + step
         sim.progress[running] = p
         return np.minimum(p, 1.0), p >= 1.0 - 1e-12

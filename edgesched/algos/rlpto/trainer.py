@@ -38,8 +38,9 @@ budget, from update 200). The committed rlpto results were trained so; refitting
 changed history would change them. That history and the forecaster's seed
 live in the actor's state, and evaluation fits the forecaster on the final history, so a
 saved policy forecasts exactly as it did in the run's own evaluation. On ``alloc_mode='grid'``
-scenarios (TapFinger's) there are no ordered levels, only "keep" is feasible and RLPTO
-reduces to its priority-queue placement.
+scenarios (TapFinger's) its controller offers only "keep" (the simulator can move a grid
+worker one GPU at a time, ``EdgeClusterSim.resize``, but RLPTO's shrink/grow rule is defined
+on ordered scale levels), so RLPTO reduces to its priority-queue placement there.
 """
 
 from __future__ import annotations
