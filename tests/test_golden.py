@@ -790,3 +790,19 @@ def test_grid_resize_moves_one_gpu_at_the_same_cpus():
     assert at() == (2.0, 1.0)
     assert sim.resize(np.array([j]), np.array([-1])).tolist() == [False]
     assert at() == (2.0, 1.0)
+
+
+def test_every_viewer_pays_for_a_shared_waiting_job_when_asked():
+    # Shared visibility: each job is queued at a random subset of agents. With the default
+    # charge only its home agent pays 1 per slot; with every_viewer each agent pays for every
+    # entry of its queue (TapFinger's original per-agent reward).
+    kw = dict(custom_capacities=((8, 2, 64),) * 3, visibility="shared", arrival_rate=2.0)
+    home = _sim(seed=5, **kw)
+    every = _sim(seed=5, waiting_charge="every_viewer", **kw)
+    agents, jobs = every.queued_pairs()
+    assert len(jobs) > len(set(jobs.tolist()))  # some job is seen by several agents
+    r_home, _ = home.step(np.zeros(3, dtype=np.int64))
+    r_every, _ = every.step(np.zeros(3, dtype=np.int64))
+    # rewards of the slot: minus the jobs each agent is charged for (nothing runs yet)
+    np.testing.assert_array_equal(-r_every, np.bincount(agents, minlength=3))
+    np.testing.assert_array_equal(-r_home, np.bincount(home.j_home[np.unique(jobs)], minlength=3))

@@ -22,6 +22,7 @@ COLLISION_MODES = ("overload", "timeshare", "reject", "measured")
 MEASURED_GPU_CLASSES = ("k80", "p100", "v100")
 """GPU classes with co-location measurements (``data/colocation.json``)."""
 REWARD_MODES = ("local", "team")
+WAITING_CHARGES = ("home", "every_viewer")
 ADVANCE_MODES = ("every_step", "when_idle")
 VISIBILITY_MODES = ("home", "shared")
 INVALID_ACTION_MODES = ("raise", "defer")
@@ -226,6 +227,11 @@ class SimConfig:
     # --- rewards -------------------------------------------------------------------------
     reward_mode: str = "local"
     """``local``: each agent pays for its own jobs. ``team``: each pays for all jobs / N."""
+    waiting_charge: str = "home"
+    """Who pays for a queued job each slot under ``visibility='shared'``: ``home``, its home
+    agent only (so the summed reward is minus the total JCT, Little's law), or
+    ``every_viewer``, every agent whose queue holds it (the original TapFinger code's
+    per-agent reward; the sum then over-counts shared jobs)."""
     collision_penalty: float = 0.0
     """Penalty per collision an agent's placement took part in."""
     resource_cost_weight: float = 0.0
@@ -282,6 +288,7 @@ class SimConfig:
         """Check every value; raise :class:`ConfigError` naming the first bad one."""
         _choice("collision_mode", self.collision_mode, COLLISION_MODES)
         _choice("reward_mode", self.reward_mode, REWARD_MODES)
+        _choice("waiting_charge", self.waiting_charge, WAITING_CHARGES)
         _choice("advance", self.advance, ADVANCE_MODES)
         _choice("visibility", self.visibility, VISIBILITY_MODES)
         _choice("invalid_action", self.invalid_action, INVALID_ACTION_MODES)

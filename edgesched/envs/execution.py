@@ -213,11 +213,12 @@ class ExecutionMixin:
         """Jobs in the system per agent (Little's law: their sum over slots is the total JCT).
 
         A queued job counts once, for its home agent, even when several agents see it (shared
-        visibility); a running job counts for the agent that placed it.
+        visibility), unless ``waiting_charge='every_viewer'`` charges each of them; a running
+        job counts for the agent that placed it.
         """
         self._update_qlen()
         n = self.num_agents
-        if not self._shared:
+        if not self._shared or self.cfg.waiting_charge == "every_viewer":
             queued = self.qlen
         else:
             queued = np.bincount(self.j_home[self.status == 1], minlength=n)
