@@ -109,6 +109,8 @@ def trace_configs(draw: st.DrawFn) -> dict[str, Any]:
         "trace_path": str(TRACES / trace),
         "arrival_rate": draw(st.sampled_from([0.2, 1.0])),
         "trace_window_start_hours": draw(st.sampled_from([-1.0, 0.0])),
+        "trace_window_rule": draw(st.sampled_from(["any_job", "per_job"])),
+        "trace_drop_never_ran": draw(st.booleans()),
     }
 
 

@@ -12,6 +12,7 @@ from conftest import DATA_DIR, needs_data, needs_scenario_data
 from edgesched.envs import ConfigError, EdgeClusterSim, make_config
 from edgesched.envs.topology import build_cluster, topology_zoo_link_speeds
 from edgesched.envs.workloads import (
+    Trace,
     TraceFormatError,
     TraceWorkload,
     detect_format,
@@ -271,3 +272,63 @@ def test_aarnet_link_capacities_drive_melbourne():
     assert set(np.unique(cluster.link_bw)) <= set(speeds)
     with pytest.raises(ConfigError, match="did you mean"):
         topology_zoo_link_speeds("Aarnett")
+
+
+# ------------------------------------------------------------- records that never ran, windows
+NEVER_RAN = {
+    "alibaba": (FIXTURES / "alibaba_never_ran.csv", [True, False, False, True]),
+    "philly": (FIXTURES / "philly_never_ran.csv", [True, False, True, False]),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(NEVER_RAN))
+def test_records_that_never_ran_are_flagged_and_dropped_on_request(fmt):
+    # Alibaba: pods 0102 (pending) and 0103 (failed before scheduling) have no
+    # scheduled_time; Philly: the two zero-second jobs. Rows are in submission order.
+    path, ran = NEVER_RAN[fmt]
+    trace = read_trace(path, fmt)
+    assert trace.ran.tolist() == ran
+    kept = TraceWorkload.prepare(trace, 1.0, 4, ("cifar10",))
+    dropped = TraceWorkload.prepare(trace, 1.0, 4, ("cifar10",), drop_never_ran=True)
+    assert len(kept.submit) == 4 and kept.dropped == 0
+    assert len(dropped.submit) == sum(ran) and dropped.dropped == 4 - sum(ran)
+    np.testing.assert_array_equal(dropped.submit + trace.submit[ran][0], trace.submit[ran])
+
+
+def test_pollux_records_all_ran():
+    assert read_trace(POLLUX, "pollux").ran.all()
+
+
+def _skewed_trace() -> TraceWorkload:
+    """20 jobs spread over 1M s, then 1,000 jobs within 10k s."""
+    sparse = np.arange(20) * 50_000.0
+    dense = 1_000_000.0 + np.linspace(0.0, 10_000.0, 1_000)
+    submit = np.concatenate([sparse, dense])
+    n = len(submit)
+    trace = Trace(
+        source="synthetic",
+        format="philly",
+        submit=submit,
+        duration=np.full(n, 60.0),
+        gpus=np.ones(n),
+        cpus=np.full(n, np.nan),
+        mem_gib=np.full(n, np.nan),
+        application=np.full(n, "", dtype=object),
+        line=np.arange(2, n + 2),
+    )
+    return TraceWorkload.prepare(trace, 1.0, 4, ("cifar10",))
+
+
+def test_per_job_windows_fall_where_the_trace_has_jobs():
+    # a window of 5 slots is ~5k trace seconds: around a sparse job it holds 1 job, in the
+    # dense burst hundreds. Uniform starts (redrawn while empty) mostly land on sparse jobs;
+    # starts around a uniformly drawn job land in the burst 1000 times in 1020.
+    tw = _skewed_trace()
+    counts = {}
+    for rule in ("any_job", "per_job"):
+        rng = np.random.default_rng(0)
+        sizes = [len(tw.window(rng, 5, -1.0, rule)[1]) for _ in range(300)]
+        assert min(sizes) >= 1
+        counts[rule] = np.mean(np.array(sizes) >= 10)
+    assert counts["any_job"] < 0.3
+    assert counts["per_job"] > 0.9

@@ -23,6 +23,7 @@ MEASURED_GPU_CLASSES = ("k80", "p100", "v100")
 """GPU classes with co-location measurements (``data/colocation.json``)."""
 REWARD_MODES = ("local", "team")
 WAITING_CHARGES = ("home", "every_viewer")
+TRACE_WINDOW_RULES = ("any_job", "per_job")
 ADVANCE_MODES = ("every_step", "when_idle")
 VISIBILITY_MODES = ("home", "shared")
 INVALID_ACTION_MODES = ("raise", "defer")
@@ -130,6 +131,14 @@ class SimConfig:
     replays the window starting that many hours after the trace's first submission."""
     trace_size_clip: tuple[float, float] = (0.05, 20.0)
     """Bounds of a trace job's size relative to the trace's median job."""
+    trace_window_rule: str = "any_job"
+    """How a random replay window is drawn (``trace_window_start_hours < 0``): ``any_job``
+    (v0), uniform over the trace's span, redrawn while empty; ``per_job``, around a job drawn
+    uniformly (the window starts up to one window length before it), so windows fall where
+    the trace has jobs in proportion to how many it has there."""
+    trace_drop_never_ran: bool = False
+    """Drop trace records that never ran (an Alibaba pod never scheduled, a Philly job of
+    zero duration) instead of replaying them as submitted jobs (v0 keeps them)."""
     models: tuple[tuple[str, float], ...] = (
         ("cifar10", 0.25),
         ("imagenet", 0.1),
@@ -306,6 +315,7 @@ class SimConfig:
                 "graph name (string), e.g. 'Aarnet'"
             )
         _float_range("trace_window_start_hours", self.trace_window_start_hours, -1.0, 1e7)
+        _choice("trace_window_rule", self.trace_window_rule, TRACE_WINDOW_RULES)
         _pair("trace_size_clip", self.trace_size_clip, 1e-4, 1e4)
         # The cluster keeps dense N x N pair matrices and computes all-pairs paths in O(N^3)
         # (Floyd-Warshall): about 20 s and a few hundred MiB at MAX_NODES, hours beyond.

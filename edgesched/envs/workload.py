@@ -90,7 +90,9 @@ def draw_workload(sim: EdgeClusterSim, rng: np.random.Generator) -> Workload:
     tj = None  # indices of this episode's jobs in the prepared trace
     window_start = float("nan")
     if tw is not None:
-        slot, tj, window_start = tw.window(rng, cfg.arrival_slots, cfg.trace_window_start_hours)
+        slot, tj, window_start = tw.window(
+            rng, cfg.arrival_slots, cfg.trace_window_start_hours, cfg.trace_window_rule
+        )
         home = rng.integers(n, size=len(slot))
     elif cfg.arrival_scope == "node":
         rate = cfg.arrival_rate * arrival_modulation(cfg, rng)

@@ -13,8 +13,13 @@ documented rules:
 2. **Time window.** An episode replays ``arrival_slots`` slots of the trace. With
    ``trace_window_start_hours < 0`` each episode starts at an offset drawn uniformly from the
    trace (seeded by ``reset(seed)``: held-out seeds see other parts of the trace), redrawn
-   while the window holds no job at all; with a value >= 0 every episode replays the window
-   that starts that many trace hours after the first submission, empty or not.
+   while the window holds no job at all (``trace_window_rule='any_job'``, v0) or placed
+   around a job drawn uniformly from the trace, starting up to one window length before it
+   (``'per_job'``: a trace whose activity sits in part of its span yields windows there, in
+   proportion to its jobs, instead of mostly near-empty ones); with a value >= 0 every
+   episode replays the window that starts that many trace hours after the first submission,
+   empty or not. With ``trace_drop_never_ran`` the records that never ran (an Alibaba pod
+   never scheduled, a Philly job of zero duration) are dropped first.
 3. **Job size.** A job's size relative to the median job is its trace duration over the
    median trace duration, clipped to ``trace_size_clip`` (Philly durations span six orders of
    magnitude; unclipped, one job would outlast any episode). The scenario's
@@ -112,7 +117,14 @@ class TraceWorkload:
             raise ConfigError(f"trace_path={cfg.trace_path!r}: {e}") from None
         jobs_per_slot = cfg.arrival_rate * (cfg.num_nodes if cfg.arrival_scope == "node" else 1)
         max_workers = max(w for w, _ in cfg.workers_dist)
-        return cls.prepare(trace, jobs_per_slot, max_workers, model_names, cfg.trace_size_clip)
+        return cls.prepare(
+            trace,
+            jobs_per_slot,
+            max_workers,
+            model_names,
+            cfg.trace_size_clip,
+            drop_never_ran=cfg.trace_drop_never_ran,
+        )
 
     @classmethod
     def prepare(
@@ -122,6 +134,8 @@ class TraceWorkload:
         max_workers: int,
         model_names: tuple[str, ...],
         size_clip: tuple[float, float] = (0.05, 20.0),
+        *,
+        drop_never_ran: bool = False,
     ) -> TraceWorkload:
         """Apply the rules of the module docs to a parsed trace.
 
@@ -131,6 +145,7 @@ class TraceWorkload:
             max_workers: largest number of workers per job.
             model_names: the scenario's models (for traces that name models).
             size_clip: (low, high) bounds of the relative job size.
+            drop_never_ran: also drop the records that never ran (``Trace.ran``).
 
         Raises:
             ConfigError: no GPU job, a zero-length trace, non-positive rate, or an unknown
@@ -142,6 +157,8 @@ class TraceWorkload:
                 "needs a positive arrival_rate (the long-run rate the trace is rescaled to)"
             )
         keep = trace.gpus > 0
+        if drop_never_ran and trace.ran is not None:
+            keep &= trace.ran
         if not keep.any():
             raise ConfigError(f"trace {trace.source}: no job requests a GPU; nothing to schedule")
         submit = trace.submit[keep] - trace.submit[keep][0]
@@ -194,7 +211,11 @@ class TraceWorkload:
         return float(self.submit[-1]) / self.seconds_per_slot
 
     def window(
-        self, rng: np.random.Generator, arrival_slots: int, start_hours: float = -1.0
+        self,
+        rng: np.random.Generator,
+        arrival_slots: int,
+        start_hours: float = -1.0,
+        rule: str = "any_job",
     ) -> tuple[np.ndarray, np.ndarray, float]:
         """Jobs of one episode: their arrival slots and indices into the kept jobs.
 
@@ -202,6 +223,7 @@ class TraceWorkload:
             rng: the episode's generator (draws the window start when ``start_hours < 0``).
             arrival_slots: slots of trace an episode replays.
             start_hours: fixed window start in trace hours, or negative for a random start.
+            rule: how a random start is drawn (``SimConfig.trace_window_rule``).
 
         Returns:
             ``(slot, job_index, start_seconds)``, sorted by slot.
@@ -211,7 +233,15 @@ class TraceWorkload:
         """
         length = arrival_slots * self.seconds_per_slot
         last = float(self.submit[-1])
-        if start_hours < 0:
+        if start_hours < 0 and rule == "per_job":
+            # around a uniformly drawn job: windows fall where the trace's jobs are, in
+            # proportion to their number, and always hold the drawn job
+            k = int(rng.integers(len(self.submit)))
+            start = float(self.submit[k]) - float(rng.uniform(0.0, length))
+            start = min(max(start, 0.0), max(last - length, 0.0))
+            if not start <= float(self.submit[k]) < start + length:
+                start = float(self.submit[k])  # clipped past it at the trace's edge
+        elif start_hours < 0:
             # A window without any submission is a void episode (and NaN metrics); Philly
             # has quiet days, so such windows are redrawn: starts are uniform among the
             # windows that hold at least one job.

@@ -102,6 +102,9 @@ class Trace:
         application: (J,) model name per job; empty strings where not recorded.
         line: (J,) 1-based line of each job in the file, for error messages.
         epoch: absolute time of the first submission (ISO string), when the trace has one.
+        ran: (J,) whether the record shows the job ran: a positive Philly ``duration``; an
+            Alibaba ``scheduled_time``; every Pollux job (its files list submitted jobs).
+            ``None`` is read as all True.
     """
 
     source: str
@@ -114,6 +117,7 @@ class Trace:
     application: np.ndarray
     line: np.ndarray
     epoch: str = ""
+    ran: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.submit)
@@ -219,6 +223,7 @@ def read_philly(path: str | os.PathLike[str]) -> Trace:
         np.full(n, "", dtype=object),
         np.array(lines),
         epoch=str(t0) if n else "",
+        ran=dur > 0,  # a zero-second job never ran (rejected or failed at once)
     )
 
 
@@ -294,6 +299,7 @@ def read_alibaba_pods(path: str | os.PathLike[str]) -> Trace:
         mem,
         np.full(n, "", dtype=object),
         np.array(lines),
+        ran=~np.isnan(scheduled),  # a pod never scheduled (pending, failed before) never ran
     )
 
 
@@ -410,10 +416,16 @@ def _name(s: str) -> str:
 
 
 def _sorted_trace(
-    p: Path, fmt: str, submit: np.ndarray, *cols: np.ndarray, epoch: str = ""
+    p: Path,
+    fmt: str,
+    submit: np.ndarray,
+    *cols: np.ndarray,
+    epoch: str = "",
+    ran: np.ndarray | None = None,
 ) -> Trace:
     order = np.argsort(submit, kind="stable")
     duration, gpus, cpus, mem, app, line = (c[order] for c in cols)
+    ran = np.ones(len(submit), dtype=bool) if ran is None else np.asarray(ran, bool)[order]
     return Trace(
         source=str(p),
         format=fmt,
@@ -425,4 +437,5 @@ def _sorted_trace(
         application=app,
         line=line,
         epoch=epoch,
+        ran=ran,
     )
