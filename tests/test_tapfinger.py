@@ -459,3 +459,18 @@ def test_rollout_forward_follows_optimizer_steps_and_loaded_weights():
     other = TapFingerTrainer(_cfg(), spec, seed=5).actor.state_dict()
     net.load_state_dict(other)
     check()
+
+
+def test_per_type_minimum_requirements_limit_the_admitted_levels():
+    """``tapfinger_min_demand`` (the original code's per-type ``job_min_requirement``)."""
+    from edgesched.envs import EdgeClusterSim, make_config
+
+    sim = EdgeClusterSim(make_config("tapfinger-hetero6", tapfinger_min_demand=(("LM", 4, 2),)))
+    sim.reset(0)
+    add = sim._alloc_add[:, :2]
+    ok = sim._m_ok  # (models, levels)
+    lm, img = sim.model_names.index("LM"), sim.model_names.index("IMG")
+    np.testing.assert_array_equal(ok[lm], (add[:, 0] >= 4) & (add[:, 1] >= 2))
+    np.testing.assert_array_equal(ok[img], (add[:, 0] >= 2) & (add[:, 1] >= 1))
+    jobs = np.flatnonzero(sim.j_model[: sim.workload().num_jobs] == lm)
+    assert (sim.j_min[jobs, :2] == [4, 2]).all()

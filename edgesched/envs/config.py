@@ -16,7 +16,7 @@ from typing import Any
 
 from .catalog import MODEL_REQUIREMENTS, hardware_tiers
 from .errors import ConfigError
-from .progress import TAPFINGER_MIN_DEMAND, list_progress_models
+from .progress import list_progress_models, tapfinger_min_demand
 
 COLLISION_MODES = ("overload", "timeshare", "reject", "measured")
 MEASURED_GPU_CLASSES = ("k80", "p100", "v100")
@@ -169,6 +169,10 @@ class SimConfig:
     """``home``: a job is queued at its home agent. ``shared``: at a random subset of agents."""
     conflict_rule: str = "random"
     """Winner of a task conflict under ``shared``: ``random`` or ``fit`` (TapFinger's fit)."""
+    tapfinger_min_demand: tuple[tuple[str, float, float], ...] = ()
+    """``progress_model='tapfinger'``: (type, cpu, gpu) minimum requirements per task type
+    (the original code's per-type ``job_min_requirement``); types not listed need the
+    constant (2 cores, 1 GPU)."""
     progress_model: str = "profile"
     """``profile``: measured throughput/convergence. ``tapfinger``: DESIGN §4.4 formulas."""
 
@@ -304,6 +308,16 @@ class SimConfig:
         _choice("topology", self.topology, TOPOLOGY_KINDS)
         _choice("arrival_scope", self.arrival_scope, ARRIVAL_SCOPES)
         _choice("progress_model", self.progress_model, tuple(list_progress_models()))
+        names = {name for name, _ in self.models}
+        for entry in self.tapfinger_min_demand:
+            ok = (
+                len(entry) == 3 and entry[0] in names and min(entry[1:]) >= 0 and max(entry[1:]) > 0
+            )
+            if not ok:
+                raise ConfigError(
+                    f"tapfinger_min_demand entry {entry!r}: need (type, cpu, gpu) with a type "
+                    f"of models {sorted(names)} and cpu, gpu >= 0, not both 0"
+                )
         _choice("conflict_rule", self.conflict_rule, CONFLICT_RULES)
         _choice("alloc_mode", self.alloc_mode, ALLOC_MODES)
         _choice("trace_format", self.trace_format, TRACE_FORMAT_CHOICES)
@@ -510,7 +524,9 @@ class SimConfig:
         if self.progress_model == "tapfinger":
             # lazy: core imports this module
 
-            demand = {name: tuple(TAPFINGER_MIN_DEMAND) for name, _ in self.models}
+            names = tuple(name for name, _ in self.models)
+            given = {n: (c, g) for n, c, g in self.tapfinger_min_demand}
+            demand = dict(zip(names, map(tuple, tapfinger_min_demand(names, given)), strict=True))
         else:
             demand = {
                 name: tuple(

@@ -174,7 +174,7 @@ class EdgeClusterSim(
         self.model_names = tuple(name for name, _ in cfg.models)
         self.num_models = len(self.model_names)
         self.progress_model = get_progress_model(cfg.progress_model)(
-            self.model_names, self.cluster.capacity
+            self.model_names, self.cluster.capacity, cfg
         )
         self._min_demand_m = self.progress_model.min_demand
         self._model_p = probs(cfg.models)

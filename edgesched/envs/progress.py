@@ -53,8 +53,9 @@ class ProgressModel:
     single_worker = False
     has_throughput = True
 
-    def __init__(self, model_names: tuple[str, ...], capacity: np.ndarray) -> None:
+    def __init__(self, model_names: tuple[str, ...], capacity: np.ndarray, cfg: Any = None) -> None:
         self.model_names = model_names
+        self.cfg = cfg
         self.min_demand = self._min_demand(model_names)
         too_big = (self.min_demand[:, None, :] > capacity[None, :, :]).any(-1).all(1)
         if too_big.any():
@@ -257,7 +258,8 @@ class TapFingerProgress(ProgressModel):
                 f"models={names!r}: progress_model='tapfinger' allows only {list(TAPFINGER_MODELS)}"
             )
         self.is_lm = np.array([n == "LM" for n in names])
-        return np.tile(np.array(TAPFINGER_MIN_DEMAND), (len(names), 1))
+        given = getattr(self.cfg, "tapfinger_min_demand", ()) or ()
+        return tapfinger_min_demand(names, {n: (c, g) for n, c, g in given})
 
     def job_parameters(self, wl, size_factor, cfg, tput):
         """See :meth:`ProgressModel.job_parameters`."""
@@ -309,6 +311,20 @@ def _fitting_levels(sim: EdgeClusterSim) -> tuple[np.ndarray, np.ndarray]:
     fits = (m_alloc[:, :, None, :] <= sim.cluster.capacity[None, None, :, :] + 1e-9).all(-1)
     fits &= sim._m_ok[:, :, None]
     return fits, m_alloc
+
+
+def tapfinger_min_demand(
+    names: tuple[str, ...], per_type: dict[str, tuple[float, float]] | None = None
+) -> np.ndarray:
+    """(M, 3) minimum (cpu, gpu, mem) of TapFinger task types.
+
+    The constant :data:`TAPFINGER_MIN_DEMAND`, or per type where ``per_type`` gives (cpu, gpu).
+    """
+    per_type = per_type or {}
+    return np.array(
+        [(*map(float, per_type[n]), 0.0) if n in per_type else TAPFINGER_MIN_DEMAND for n in names],
+        dtype=np.float64,
+    )
 
 
 def tapfinger_step(is_lm: np.ndarray, gpus: np.ndarray, p: np.ndarray) -> np.ndarray:
