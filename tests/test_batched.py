@@ -146,6 +146,7 @@ def test_every_scenario_matches_single_simulators(name: str) -> None:
         ({"reward_mode": "team", "accuracy_gain_weight": 2.0, "resource_cost_weight": 0.5}, ()),
         ({"priority_aging_slots": 3, "arrival_rate": 0.6}, ()),
         ({"advance": "when_idle"}, ()),
+        ({"advance": "when_idle", "pending_slots": 3, "pending_refill": "on_advance"}, ()),
         ({"straggler_scale": 2.0, "sync_mix": (("ps", 0.5), ("allreduce", 0.5))}, ()),
         ({"obs_delay": 3}, ()),
         ({"obs_delay": 2, "advance": "when_idle"}, ()),

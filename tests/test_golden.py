@@ -806,3 +806,36 @@ def test_every_viewer_pays_for_a_shared_waiting_job_when_asked():
     # rewards of the slot: minus the jobs each agent is charged for (nothing runs yet)
     np.testing.assert_array_equal(-r_every, np.bincount(agents, minlength=3))
     np.testing.assert_array_equal(-r_home, np.bincount(home.j_home[np.unique(jobs)], minlength=3))
+
+
+def test_on_advance_refill_keeps_a_freed_slot_empty_until_the_clock_advances():
+    # One node, two pending slots, jobs arriving in slots 0 and 1 (TapFinger's original
+    # pending rule). After placing slot 0's job (advance=when_idle: the clock stays), the slot
+    # stays empty although older jobs wait in the queue; when the clock advances, slot 1's
+    # new arrivals take it before those older jobs.
+    kw = dict(
+        custom_capacities=((64, 16, 512),),
+        arrival_slots=2,
+        arrival_rate=10.0,
+        pending_slots=2,
+        advance="when_idle",
+        pending_refill="on_advance",
+        max_slots=10,
+    )
+    sim = _sim(seed=7, **kw)
+    arrival = sim.j_arrival
+    first = np.flatnonzero(arrival == 0)
+    later = np.flatnonzero(arrival == 1)
+    assert len(first) >= 3 and len(later) >= 1  # the seed gives an overflow and arrivals
+    np.testing.assert_array_equal(sim.head[0], first[:2])
+    act = np.array([sim.encode(0, 0, 0)])
+    sim.step(act)  # place slot 0's job; nobody deferred, so the clock does not advance
+    assert sim.t == 0
+    assert sim.head[0, 0] == -1 and sim.head[0, 1] == first[1]
+    assert sim.mask[0, 1 : 1 + sim.k1 * sim.num_levels].sum() == 0  # empty slot: no action
+    _defer(sim)  # the clock advances: slot 1's first arrival takes the empty slot
+    assert sim.t == 1
+    assert sim.head[0, 0] == later[0] and sim.head[0, 1] == first[1]
+    immediate = _sim(seed=7, **{**kw, "pending_refill": "immediate"})
+    immediate.step(act)
+    np.testing.assert_array_equal(immediate.head[0], first[1:3])  # v0: refilled at once

@@ -71,6 +71,7 @@ def tapfinger_configs(draw: st.DrawFn) -> dict[str, Any]:
         "arrival_rate": draw(st.sampled_from([2.0, 6.0])),
         "collision_mode": draw(st.sampled_from(["overload", "reject"])),
         "advance": draw(st.sampled_from(["every_step", "when_idle"])),
+        "pending_refill": draw(st.sampled_from(["immediate", "on_advance"])),
         "pending_slots": draw(st.integers(1, 3)),
         "obs_delay": draw(st.integers(0, 3)),
         "visibility": draw(st.sampled_from(["home", "shared"])),

@@ -24,6 +24,7 @@ MEASURED_GPU_CLASSES = ("k80", "p100", "v100")
 REWARD_MODES = ("local", "team")
 WAITING_CHARGES = ("home", "every_viewer")
 TRACE_WINDOW_RULES = ("any_job", "per_job")
+PENDING_REFILLS = ("immediate", "on_advance")
 ADVANCE_MODES = ("every_step", "when_idle")
 VISIBILITY_MODES = ("home", "shared")
 INVALID_ACTION_MODES = ("raise", "defer")
@@ -200,6 +201,11 @@ class SimConfig:
     ``custom_capacities``) host one worker of every model in ``models``."""
     alloc_grid_max: tuple[int, int] = (16, 16)
     """Grid mode: largest CPU and GPU count per task (grid is 0..max x 0..max, (0,0) = skip)."""
+    pending_refill: str = "immediate"
+    """How an agent's pending slots fill: ``immediate`` (v0), always the first
+    ``pending_slots`` jobs of its queue; ``on_advance`` (the original TapFinger code), slots
+    keep their jobs, a slot freed by a placement stays empty until the clock advances, and
+    then new arrivals take empty slots before the rest of the queue refills them."""
     pending_slots: int = 1
     """Tasks an agent may choose among (1 = always the head of its queue)."""
     collision_mode: str = "overload"
@@ -343,6 +349,7 @@ class SimConfig:
         _int_range("diurnal_period_slots", self.diurnal_period_slots, 1, 10_000_000)
         _int_range("max_jobs", self.max_jobs, 0, 10_000_000)
         _int_range("pending_slots", self.pending_slots, 1, 1024)
+        _choice("pending_refill", self.pending_refill, PENDING_REFILLS)
         _int_range("priority_aging_slots", self.priority_aging_slots, 0, 10_000_000)
         _int_range("obs_delay", self.obs_delay, 0, 1000)
         _int_range("max_slots", self.max_slots, 1, 10_000_000)

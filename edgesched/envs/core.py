@@ -159,6 +159,7 @@ class EdgeClusterSim(
         self._init_observations()
         self._init_actions()
         self._init_colocation()
+        self._refill_on_advance = self.cfg.pending_refill == "on_advance"
         self._seq = 0  # placements so far (w_seq): which of two workers on a GPU is newer
         self.rngs: list[np.random.Generator] = [np.random.default_rng() for _ in range(b)]
         self._wl: list[Workload | None] = [None] * b
@@ -326,6 +327,7 @@ class EdgeClusterSim(
         self._queue_dirty = True
         agents = gone[self._agent_copy]
         self.used[agents] = 0.0
+        self._slots[agents] = -1
         self.node_workers[agents] = 0.0
         self.return_sum[agents] = 0.0
         self._util_sum[agents] = 0.0
@@ -347,6 +349,8 @@ class EdgeClusterSim(
         self._strag_len = np.zeros(b, dtype=np.int64)
         self._strag_pos = np.zeros(b, dtype=np.int64)
         self._strag_width = np.ones(b, dtype=np.int64)
+        # pending_refill="on_advance": each agent's pending slots (job ids, -1 = empty)
+        self._slots = np.full((na, self.pending_slots), -1, dtype=np.int64)
         self.used = np.zeros((na, 3))
         self.node_workers = np.zeros(na)
         self.return_sum = np.zeros(na)
@@ -372,6 +376,8 @@ class EdgeClusterSim(
         self._reset_history(sel)
         self.invalid_mask = None
         self._enqueue_copies(np.asarray(copies, dtype=np.int64))
+        if self._refill_on_advance:
+            self._fill_slots(np.asarray(copies, dtype=np.int64))
         self._refresh()
 
     # ------------------------------------------------------------------ step

@@ -301,6 +301,8 @@ class ExecutionMixin:
             arriving = adv & (self.tc < cfg.arrival_slots)
             if np.count_nonzero(arriving):
                 self._enqueue_copies(np.flatnonzero(arriving))
+        if self._refill_on_advance:
+            self._fill_slots(np.flatnonzero(adv) if nb > 1 else np.zeros(1, dtype=np.int64))
         return rewards
 
     def _progress(self, running: np.ndarray, slow: np.ndarray | None) -> np.ndarray | None:

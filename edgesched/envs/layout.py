@@ -184,6 +184,8 @@ class LayoutMixin:
                 nv[:, :jc_old, :mw_old] = ov
             else:
                 nv[:, :jc_old] = ov
+        slots = self._slots
+        self._slots = np.where(slots >= 0, remap(np.maximum(slots, 0)), -1)
         self.running = remap(running)
         self.q_job = remap(q_job)
         self.q_ck = q_agent * self._key_span + self.j_key_of(self.q_job)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .queues import QUEUED as QUEUED_STATUS
+
 OBS_BOUND = 1e4
 """Every observation feature lies in [-OBS_BOUND, OBS_BOUND] (finite Box bounds)."""
 
@@ -145,7 +147,12 @@ class ObservationMixin:
         self._node_feat = nf
         stale = self._stale_node_features(nf) if self.cfg.obs_delay else nf
         has = self._slot_range < self.qlen[:, None]
-        if len(self.q_job):
+        if self._refill_on_advance:
+            # slots keep their jobs; a placed (or finished) one leaves an empty slot
+            s = self._slots
+            s[(s >= 0) & (self.status[np.maximum(s, 0)] != QUEUED_STATUS)] = -1
+            self.head = s.copy()
+        elif len(self.q_job):
             idx = np.minimum(self._q_start[:, None] + self._slot_range, len(self.q_job) - 1)
             self.head = np.where(has, self.q_job[idx], -1)
         else:

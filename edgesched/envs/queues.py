@@ -60,6 +60,41 @@ class QueueMixin:
         self.q_job = np.concatenate([self.q_job, jobs])[order]
         self._queue_dirty = True
 
+    def _fill_slots(self, copies: np.ndarray) -> None:
+        """``pending_refill='on_advance'``: fill the empty pending slots of ``copies``' agents.
+
+        Called when their clock has advanced (and at reset), after this slot's arrivals were
+        queued: each agent's empty slots take, in order, its new arrivals, then the rest of
+        its queue (queue order), skipping jobs already in its slots.
+        """
+        self._update_qlen()
+        n, span = self.agents_per_copy, self._key_span
+        slots = self._slots
+        for c in np.asarray(copies).tolist():
+            t = int(self.tc[c])
+            new: dict[int, list[int]] = {}
+            if t < len(self._vis_ptr[c]) - 1:
+                lo, hi = self._vis_ptr[c][t], self._vis_ptr[c][t + 1]
+                for a, j in zip(
+                    (self._vis_ck[c][lo:hi] // span).tolist(),
+                    self._vis_job[c][lo:hi].tolist(),
+                    strict=True,
+                ):
+                    new.setdefault(a, []).append(j)
+            for a in range(c * n, (c + 1) * n):
+                row = slots[a]
+                empty = np.flatnonzero(row < 0)
+                if len(empty) == 0:
+                    continue
+                q0 = int(self._q_start[a])
+                queued = self.q_job[q0 : q0 + int(self.qlen[a])].tolist()
+                held = set(row[row >= 0].tolist())
+                fresh = [j for j in new.get(a, []) if j not in held]
+                taken = set(fresh)
+                rest = [j for j in queued if j not in held and j not in taken]
+                cand = (fresh + rest)[: len(empty)]
+                row[empty[: len(cand)]] = cand
+
     def _requeue(self, jobs: np.ndarray) -> None:
         """Queue crashed ``jobs`` again at every agent that sees them, under original keys.
 
