@@ -28,20 +28,20 @@ __version__ = "0.1.0"
 
 
 def _register_gymnasium() -> None:
-    """Register one Gymnasium id per scenario for the central view."""
+    """Register one Gymnasium id per scenario version for the central view."""
     from gymnasium.envs.registration import register, registry
 
-    from .envs.scenarios import get_scenario as _get
+    from .envs.scenarios import scenario_versions
 
     for name in list_scenarios():
-        s = _get(name)
-        if s.gym_id not in registry:
-            register(
-                id=s.gym_id,
-                entry_point="edgesched.envs.central:EdgeSchedCentralEnv",
-                kwargs={"scenario": name},
-                disable_env_checker=False,
-            )
+        for s in scenario_versions(name):
+            if s.gym_id not in registry:
+                register(
+                    id=s.gym_id,
+                    entry_point="edgesched.envs.central:EdgeSchedCentralEnv",
+                    kwargs={"scenario": s.id},  # this version, also after the name moves on
+                    disable_env_checker=False,
+                )
 
 
 _register_gymnasium()

@@ -293,3 +293,32 @@ def test_aec_view_runs_with_flat_infos():
         _, _, term, trunc, info = aec.last()
         assert set(info) == set(INFO_KEYS)
         aec.step(None if term or trunc else 0)
+
+
+def test_a_new_scenario_version_keeps_the_old_one_resolvable():
+    """``edge50`` may move to v1 while records of ``edge50-v0`` still resolve."""
+    import dataclasses
+
+    from edgesched.envs import scenarios as reg
+
+    v0 = reg.Scenario("test-versions", 0, "a test scenario", {"num_nodes": 3, "neighbors_k": 2})
+    v1 = dataclasses.replace(
+        v0, version=1, params={**v0.params, "pending_slots": 2}, history=("v0", "v1: slots")
+    )
+    try:
+        reg.register_scenario(v0)
+        reg.register_scenario(v1)
+        assert reg.get_scenario("test-versions") is v1
+        assert reg.get_scenario("test-versions-v0") is v0
+        assert reg.get_scenario("test-versions-v1") is v1
+        assert reg.scenario_versions("test-versions") == [v0, v1]
+        assert reg.get_scenario("test-versions-v0").config().pending_slots == 1
+        with pytest.raises(ValueError, match="already registered"):
+            reg.register_scenario(v1)
+        with pytest.raises(ValueError, match="next version"):
+            reg.register_scenario(dataclasses.replace(v1, version=3))
+        with pytest.raises(ValueError, match="history"):
+            reg.register_scenario(dataclasses.replace(v1, version=2))
+    finally:
+        reg._REGISTRY.pop("test-versions", None)
+        reg._VERSIONS.pop("test-versions", None)

@@ -13,6 +13,7 @@ from .scenarios import (
     list_scenarios,
     make_config,
     register_scenario,
+    scenario_versions,
 )
 from .sync import SyncScheme, list_sync_schemes, register_sync_scheme
 from .vector import EdgeSchedVectorEnv, make_vector
@@ -44,4 +45,5 @@ __all__ = [
     "model_catalog",
     "register_scenario",
     "register_sync_scheme",
+    "scenario_versions",
 ]

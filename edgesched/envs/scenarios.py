@@ -57,18 +57,37 @@ class Scenario:
 
 
 _REGISTRY: dict[str, Scenario] = {}
+"""The latest version of each scenario, by name."""
+_VERSIONS: dict[str, dict[int, Scenario]] = {}
+"""Every registered version of each scenario: records of an earlier version keep resolving
+by their versioned id (``edge50-v0``) after the name moves on to a new version."""
 
 
 def register_scenario(scenario: Scenario) -> Scenario:
-    """Add a scenario; its parameters are validated now so a bad entry fails at import.
+    """Add a scenario, or a new version of one; parameters are validated now.
+
+    A new version of a registered name must be the next integer; the name then resolves to
+    it, and every earlier version stays available by its versioned id.
 
     Raises:
-        ValueError: the name is taken, or ``data`` names an unregistered data file.
+        ValueError: the version is taken or not the next one, or ``data`` names an
+            unregistered data file.
     """
     from ..data import DATA_FILES
 
-    if scenario.name in _REGISTRY:
-        raise ValueError(f"scenario {scenario.name!r} is already registered")
+    known = _VERSIONS.get(scenario.name, {})
+    if scenario.version in known:
+        raise ValueError(f"scenario {scenario.id!r} is already registered")
+    if known and scenario.version != max(known) + 1:
+        raise ValueError(
+            f"scenario {scenario.id!r}: the next version of {scenario.name!r} is "
+            f"v{max(known) + 1} (registered: {sorted(known)})"
+        )
+    if known and len(scenario.history) != scenario.version + 1:
+        raise ValueError(
+            f"scenario {scenario.id!r}: history has {len(scenario.history)} lines; need one "
+            f"per version (v0..v{scenario.version})"
+        )
     unknown = [d for d in scenario.data if d not in DATA_FILES]
     if unknown:
         raise ValueError(
@@ -85,6 +104,7 @@ def register_scenario(scenario: Scenario) -> Scenario:
             "which its parameters read; list them in data="
         )
     _REGISTRY[scenario.name] = scenario
+    _VERSIONS.setdefault(scenario.name, {})[scenario.version] = scenario
     return scenario
 
 
@@ -115,9 +135,10 @@ def get_scenario(name: str) -> Scenario:
     """
     if name in _REGISTRY:
         return _REGISTRY[name]
-    for s in _REGISTRY.values():
-        if name == s.id:
-            return s
+    for versions in _VERSIONS.values():
+        for s in versions.values():
+            if name == s.id:
+                return s
     import difflib
 
     close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
@@ -126,8 +147,19 @@ def get_scenario(name: str) -> Scenario:
 
 
 def list_scenarios() -> list[str]:
-    """Names of all registered scenarios, sorted."""
+    """Names of all registered scenarios, sorted (each name resolves to its latest version)."""
     return sorted(_REGISTRY)
+
+
+def scenario_versions(name: str) -> list[Scenario]:
+    """Every registered version of scenario ``name``, oldest first.
+
+    Raises:
+        KeyError: unknown name.
+    """
+    if name not in _VERSIONS:
+        raise KeyError(f"unknown scenario {name!r}; registered scenarios: {sorted(_REGISTRY)}")
+    return [s for _, s in sorted(_VERSIONS[name].items())]
 
 
 @dataclass(frozen=True)
