@@ -35,7 +35,7 @@ import edgesched
 from edgesched.envs.core import BatchedSim, EdgeClusterSim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import Report  # benchmarks/ is a folder of scripts, not a package
+from _report import Report, cpu_name  # benchmarks/ is a folder of scripts, not a package
 
 
 def random_masked(rng: np.random.Generator, mask: np.ndarray) -> np.ndarray:
@@ -154,12 +154,7 @@ def main() -> None:
     parser.add_argument("--out", default="", help="directory for env_throughput.md")
     args = parser.parse_args()
     report = Report("env_throughput", args.out)
-    cpu = platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_name()
     report.print(
         f"machine: {cpu}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
         f"numpy {np.__version__}, edgesched {edgesched.__version__}"

@@ -52,7 +52,7 @@ from edgesched.experiment.schema import AlgoConfig, ExperimentConfig
 from edgesched.policy import EnvSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import Report  # benchmarks/ is a folder of scripts, not a package
+from _report import Report, cpu_name  # benchmarks/ is a folder of scripts, not a package
 
 
 def sparse_forward(net: TapFingerNet, graphs: list, only: torch.Tensor | None = None):
@@ -112,12 +112,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)  # the runner's default (experiment.threads)
     report = Report("tapfinger_update", args.out)
-    cpu = platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_name()
     report.print(
         f"machine: {cpu}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
         f"torch {torch.__version__} (1 thread), torch_geometric {torch_geometric.__version__}, "

@@ -23,31 +23,22 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_golden import BASE as GOLDEN_BASE
+from test_golden import _defer, _place
 
 from edgesched.envs import EdgeClusterSim, SimConfig
 from edgesched.envs.colocation import colocation_table, gpu_occupants
 from edgesched.envs.config import ConfigError
 from edgesched.envs.core import QUEUED, RUNNING
 
-BASE: dict[str, Any] = dict(
-    topology="full",
-    straggler_scale=0.0,
-    diurnal_amplitude=0.0,
-    burst_prob=0.0,
-    arrival_slots=1,
-    arrival_rate=4.0,
-    job_size_sigma=0.0,
-    target_quality=(0.99, 0.99),
-    priority_probs=(1.0,),
-    link_bandwidth_gbps=(2.0, 2.0),
-    link_latency_ms=(5.0, 5.0),
-    models=(("cifar10", 1.0),),
-    workers_dist=((1, 1.0),),
-    sync_mix=(("ps", 1.0),),
-    max_slots=50,
-    max_steps=200,
-    collision_mode="measured",
-)
+# test_golden's hand-checked set-up (nothing random or modulated, every link alike), with
+# more arrivals, targets no job reaches in these few slots, and the measured model
+BASE: dict[str, Any] = {
+    **GOLDEN_BASE,
+    "arrival_rate": 4.0,
+    "target_quality": (0.99, 0.99),
+    "collision_mode": "measured",
+}
 TABLE = json.loads(resources.files("edgesched.envs").joinpath("data/colocation.json").read_text())
 
 
@@ -64,14 +55,6 @@ def _sim(caps, classes, seed: int = 3, **overrides: Any) -> EdgeClusterSim:
     sim = EdgeClusterSim(SimConfig.from_dict(params))
     sim.reset(seed)
     return sim
-
-
-def _place(sim: EdgeClusterSim, job: int, node: int, level: int = 0) -> None:
-    sim.place(np.array([sim.j_home[job]]), np.array([job]), np.array([node]), np.array([level]))
-
-
-def _defer(sim: EdgeClusterSim) -> None:
-    sim.step(np.zeros(sim.num_agents, dtype=np.int64))
 
 
 def _jobs_of(sim: EdgeClusterSim, model: str, n: int) -> list[int]:

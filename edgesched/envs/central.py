@@ -18,7 +18,7 @@ from .core import (
     InvalidActionError,
 )
 from .render import render_ansi, render_rgb
-from .scenarios import Scenario, get_scenario
+from .scenarios import Scenario, scenario_config
 
 INFO_KEYS = STEP_INFO_KEYS
 """Keys of ``info`` at ``reset`` and at every step (all ints; see the class docstring)."""
@@ -100,12 +100,8 @@ class EdgeSchedCentralEnv(gym.Env):
     def __init__(
         self, scenario: str | SimConfig = "edge10", render_mode: str | None = None, **overrides: Any
     ) -> None:
-        if isinstance(scenario, SimConfig):
-            self.scenario: Scenario | None = None
-            cfg = scenario.replace(**overrides) if overrides else scenario
-        else:
-            self.scenario = get_scenario(scenario)
-            cfg = self.scenario.config(**overrides)
+        self.scenario: Scenario | None
+        self.scenario, cfg = scenario_config(scenario, overrides)
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(
                 f"render_mode={render_mode!r} is not supported; choose one of "

@@ -75,8 +75,9 @@ class ColocationTable:
         interleave: (K,) iteration-time multiplier of 1..K jobs interleaved on one GPU.
         restart_gpus: (G,) GPU counts of the restart table.
         restart_s: (M, G) seconds of a (re)start of each model at each GPU count.
-        cpu_x: per model, the measured core counts (per GPU) of its CPU curve.
-        cpu_y: per model, throughput at those cores relative to 3 cores per GPU.
+        cpu_x: per model, 0 and the measured core counts (per GPU) of its CPU curve.
+        cpu_y: per model, throughput at those cores relative to 3 cores per GPU (0 at 0:
+            linear below the first measured point, assumed).
     """
 
     classes: tuple[str, ...]
@@ -90,9 +91,7 @@ class ColocationTable:
 
     def cpu_rate(self, model: int, cores_per_gpu: np.ndarray) -> np.ndarray:
         """Throughput of ``model`` at ``cores_per_gpu`` relative to 3 cores per GPU."""
-        x = np.concatenate([[0.0], self.cpu_x[model]])
-        y = np.concatenate([[0.0], self.cpu_y[model]])
-        return np.interp(cores_per_gpu, x, y)
+        return np.interp(cores_per_gpu, self.cpu_x[model], self.cpu_y[model])
 
     def restart_seconds(self, model: int, gpus: float) -> float:
         """Measured (re)start seconds of ``model`` on ``gpus`` GPUs (nearest lower count)."""
@@ -138,8 +137,8 @@ def colocation_table(model_names: tuple[str, ...]) -> ColocationTable:
         interleave=np.asarray(raw["interleave_multiplier"], dtype=np.float64),
         restart_gpus=np.asarray(rs["gpus"], dtype=np.float64),
         restart_s=np.array([rs[m] for m in model_names], dtype=np.float64),
-        cpu_x=tuple(np.array([p[0] for p in raw["cpu_curve"][m]]) for m in model_names),
-        cpu_y=tuple(np.array([p[1] for p in raw["cpu_curve"][m]]) for m in model_names),
+        cpu_x=tuple(np.array([0.0] + [p[0] for p in raw["cpu_curve"][m]]) for m in model_names),
+        cpu_y=tuple(np.array([0.0] + [p[1] for p in raw["cpu_curve"][m]]) for m in model_names),
     )
 
 
@@ -463,7 +462,7 @@ class ColocationMixin:
         interval = self.cfg.checkpoint_interval
         lost = self.run_slots[jobs] % interval if interval else self.run_slots[jobs]
         self._count("crashes", jobs, self._job_capacity)
-        self._add_counter("crash_slots_lost", jobs, lost)
+        self._tally(self._cnt["crash_slots_lost"], jobs, self._job_capacity, lost)
         self.progress[jobs] = self.ckpt_progress[jobs]
         self.quality[jobs] = self.progress_model.quality_of(self, jobs)
         self.run_slots[jobs] = 0
@@ -475,7 +474,8 @@ class ColocationMixin:
             np.subtract.at(self.node_workers, nodes, 1.0)
             gpus = float(self.w_alloc[j, :w, 1].sum())
             self.startup_s[j] = tab.restart_seconds(int(self.j_model[j]), gpus)
-        self._add_counter("restart_seconds", jobs, np.round(self.startup_s[jobs]).astype(np.int64))
+        restart = np.round(self.startup_s[jobs]).astype(np.int64)
+        self._tally(self._cnt["restart_seconds"], jobs, self._job_capacity, restart)
         self._mark_dirty(self.w_node[jobs].ravel())
         self.w_node[jobs] = -1
         self.w_alloc[jobs] = 0.0
@@ -489,16 +489,6 @@ class ColocationMixin:
         self.j_static[jobs, self.job_features - 2] = 0.0
         self.running = self.running[~np.isin(self.running, jobs)]
         self._requeue(jobs)
-
-    def _add_counter(self, key: str, jobs: np.ndarray, amounts: np.ndarray) -> None:
-        """Add ``amounts`` (one per job) to counter ``key`` of each job's copy."""
-        arr = self._cnt[key]
-        if self.copies == 1:
-            arr[0] += int(np.sum(amounts))
-        else:
-            arr += np.bincount(
-                jobs // self._job_capacity, weights=amounts, minlength=self.copies
-            ).astype(np.int64)
 
     def _checkpoint(self, running: np.ndarray) -> None:
         """Count a slot of running for each of ``running`` and checkpoint on the interval."""

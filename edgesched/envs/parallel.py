@@ -13,7 +13,7 @@ from pettingzoo.utils.conversions import parallel_to_aec
 from .config import SimConfig
 from .core import OBS_BOUND, STEP_INFO_KEYS, EdgeClusterSim, InvalidActionError
 from .render import render_ansi, render_rgb
-from .scenarios import Scenario, get_scenario
+from .scenarios import Scenario, scenario_config
 
 INFO_KEYS = (*STEP_INFO_KEYS, "invalid_action")
 """Keys of every agent's info at ``reset`` (all 0) and at every step (all ints)."""
@@ -128,12 +128,8 @@ class EdgeSchedParallelEnv(ParallelEnv):
         render_mode: str | None = None,
         **overrides: Any,
     ) -> None:
-        if isinstance(scenario, SimConfig):
-            self.scenario: Scenario | None = None
-            cfg = scenario.replace(**overrides) if overrides else scenario
-        else:
-            self.scenario = get_scenario(scenario)
-            cfg = self.scenario.config(**overrides)
+        self.scenario: Scenario | None
+        self.scenario, cfg = scenario_config(scenario, overrides)
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(
                 f"render_mode={render_mode!r} is not supported; choose one of "

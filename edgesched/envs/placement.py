@@ -144,12 +144,16 @@ class PlacementMixin:
         """Add one to counter ``key`` of the copy of each of ``ids`` (``per`` ids a copy)."""
         self._tally(self._cnt[key], ids, per)
 
-    def _tally(self, arr: np.ndarray, ids: np.ndarray, per: int) -> None:
-        """Add one to the (B,) ``arr`` entry of the copy of each of ``ids``."""
-        if self.copies == 1:
-            arr[0] += len(ids)  # item update: cheaper than an in-place ufunc on (1,)
-        else:
+    def _tally(
+        self, arr: np.ndarray, ids: np.ndarray, per: int, amounts: np.ndarray | None = None
+    ) -> None:
+        """Add one (or ``amounts``, one per id) to the (B,) ``arr`` entry of each id's copy."""
+        if self.copies == 1:  # item update: cheaper than an in-place ufunc on (1,)
+            arr[0] += len(ids) if amounts is None else int(np.sum(amounts))
+        elif amounts is None:
             arr += np.bincount(ids // per, minlength=self.copies)
+        else:
+            arr += np.bincount(ids // per, weights=amounts, minlength=self.copies).astype(arr.dtype)
 
     def count_invalid(self, agents: np.ndarray) -> None:
         """Count invalid (deferred) actions of ``agents`` (for views that check actions)."""

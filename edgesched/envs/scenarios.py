@@ -146,6 +146,21 @@ def get_scenario(name: str) -> Scenario:
     raise KeyError(f"unknown scenario {name!r}.{hint} Registered scenarios: {sorted(_REGISTRY)}")
 
 
+def scenario_config(
+    scenario: str | SimConfig, overrides: Mapping[str, Any]
+) -> tuple[Scenario | None, SimConfig]:
+    """The views' argument: a scenario name or id, or a ready configuration, plus overrides.
+
+    Returns:
+        ``(scenario, config)``: the registered scenario (``None`` for a bare configuration)
+        and its validated configuration with ``overrides`` applied.
+    """
+    if isinstance(scenario, SimConfig):
+        return None, scenario.replace(**overrides) if overrides else scenario
+    s = get_scenario(scenario)
+    return s, s.config(**overrides)
+
+
 def list_scenarios() -> list[str]:
     """Names of all registered scenarios, sorted (each name resolves to its latest version)."""
     return sorted(_REGISTRY)

@@ -12,7 +12,7 @@ from gymnasium.vector.utils import batch_space
 
 from .config import SimConfig
 from .core import OBS_BOUND, STEP_INFO_KEYS, EdgeClusterSim, InvalidActionError
-from .scenarios import Scenario, get_scenario
+from .scenarios import Scenario, scenario_config
 
 REWARD_MODES = ("sum", "mean")
 """How a sub-environment's reward aggregates its agents' rewards."""
@@ -90,12 +90,8 @@ class EdgeSchedVectorEnv(VectorEnv):
         reward_mode: str = "sum",
         **overrides: Any,
     ) -> None:
-        if isinstance(scenario, SimConfig):
-            self.scenario: Scenario | None = None
-            cfg = scenario.replace(**overrides) if overrides else scenario
-        else:
-            self.scenario = get_scenario(scenario)
-            cfg = self.scenario.config(**overrides)
+        self.scenario: Scenario | None
+        self.scenario, cfg = scenario_config(scenario, overrides)
         if reward_mode not in REWARD_MODES:
             raise ValueError(f"reward_mode={reward_mode!r}: choose one of {list(REWARD_MODES)}")
         self.reward_mode = reward_mode
