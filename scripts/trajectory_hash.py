@@ -11,7 +11,7 @@ Usage::
 
     python scripts/trajectory_hash.py                 # print the hashes
     python scripts/trajectory_hash.py --write FILE    # store them as JSON
-    python scripts/trajectory_hash.py --only edge10   # one scenario (and its variants)
+    python scripts/trajectory_hash.py --only edge10   # one scenario, all versions (and variants)
 """
 
 from __future__ import annotations
@@ -29,30 +29,48 @@ STEPS = 240
 """Decision rounds per hashed run (several episodes on the short-episode variants)."""
 
 VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
-    "edge10+reject": ("edge10", {"collision_mode": "reject"}, False),
-    "edge10+shared-random": ("edge10", {"visibility": "shared", "conflict_rule": "random"}, False),
-    "edge10+shared-fit-reject": (
-        "edge10",
+    "edge10-v0+reject": ("edge10-v0", {"collision_mode": "reject"}, False),
+    "edge10-v0+shared-random": (
+        "edge10-v0",
+        {"visibility": "shared", "conflict_rule": "random"},
+        False,
+    ),
+    "edge10-v0+shared-fit-reject": (
+        "edge10-v0",
         {"visibility": "shared", "conflict_rule": "fit", "collision_mode": "reject"},
         False,
     ),
-    "edge10+team-rewards": (
-        "edge10",
+    "edge10-v0+team-rewards": (
+        "edge10-v0",
         {"reward_mode": "team", "accuracy_gain_weight": 2.0, "resource_cost_weight": 0.5},
         False,
     ),
-    "edge10+aging": ("edge10", {"priority_aging_slots": 3, "arrival_rate": 0.6}, False),
-    "edge10+when-idle": ("edge10", {"advance": "when_idle"}, False),
-    "edge10+stragglers-mixed-sync": (
-        "edge10",
+    "edge10-v0+aging": ("edge10-v0", {"priority_aging_slots": 3, "arrival_rate": 0.6}, False),
+    "edge10-v0+when-idle": ("edge10-v0", {"advance": "when_idle"}, False),
+    "edge10-v0+stragglers-mixed-sync": (
+        "edge10-v0",
         {"straggler_scale": 2.0, "sync_mix": (("ps", 0.5), ("allreduce", 0.5))},
         False,
     ),
-    "edge10+obs-delay": ("edge10", {"obs_delay": 2}, False),
-    "edge10+resize": ("edge10", {}, True),
-    "edge10+contention2": ("edge10", {"contention_exponent": 2.0, "arrival_rate": 0.6}, False),
-    "edge10+pending3": ("edge10", {"pending_slots": 3}, False),
-    "edge10+short-resize": ("edge10", {"max_steps": 40}, True),
+    "edge10-v0+obs-delay": ("edge10-v0", {"obs_delay": 2}, False),
+    "edge10-v0+resize": ("edge10-v0", {}, True),
+    "edge10-v0+contention2": (
+        "edge10-v0",
+        {"contention_exponent": 2.0, "arrival_rate": 0.6},
+        False,
+    ),
+    "edge10-v0+pending3": ("edge10-v0", {"pending_slots": 3}, False),
+    "edge10-v0+short-resize": ("edge10-v0", {"max_steps": 40}, True),
+    # the v1 dynamics (measured co-location) under resizes, stale views and shared queues
+    "edge10-v1+resize": ("edge10-v1", {}, True),
+    "edge10-v1+short-resize": ("edge10-v1", {"max_steps": 40}, True),
+    "edge10-v1+obs-delay": ("edge10-v1", {"obs_delay": 2}, False),
+    "edge10-v1+shared-random": (
+        "edge10-v1",
+        {"visibility": "shared", "conflict_rule": "random"},
+        False,
+    ),
+    "edge10-v1+checkpoint3": ("edge10-v1", {"checkpoint_interval": 3, "arrival_rate": 0.3}, False),
 }
 """Option variants beyond the registered scenarios: name -> (scenario, overrides, resize)."""
 
@@ -117,12 +135,17 @@ def trajectory_hash(
 
 
 def all_cases() -> dict[str, tuple[str, dict[str, Any], bool]]:
-    """Every registered scenario (stock parameters) and every option variant."""
-    from edgesched.envs import list_scenarios
+    """Every registered version of every scenario (stock parameters) and every option variant.
 
-    cases = {name: (name, {}, False) for name in list_scenarios()}
+    Keys are versioned ids (``edge10-v0``): an earlier version keeps its hash after a
+    scenario moves on, so its records stay reproducible.
+    """
+    from edgesched.envs import list_scenarios, scenario_versions
+
+    ids = [s.id for name in list_scenarios() for s in scenario_versions(name)]
+    cases = {sid: (sid, {}, False) for sid in ids}
     # short episodes of every scenario: resets and full episode metrics several times
-    cases.update({f"{name}+short": (name, {"max_steps": 60}, False) for name in list_scenarios()})
+    cases.update({f"{sid}+short": (sid, {"max_steps": 60}, False) for sid in ids})
     cases.update(VARIANTS)
     return cases
 
@@ -137,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out: dict[str, str] = {}
     for case, (name, overrides, resize) in all_cases().items():
-        if args.only and name != args.only:
+        if args.only and args.only not in (name, name.rpartition("-v")[0]):
             continue
         if not all(r.available for r in edgesched.data_requirements(name)):
             print(f"{case:32s} skipped (data missing)", file=sys.stderr)

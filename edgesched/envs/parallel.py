@@ -113,6 +113,19 @@ class EdgeSchedParallelEnv(ParallelEnv):
             actions. ``infos`` hold one fixed set of flat keys (:data:`INFO_KEYS`) from
             ``reset`` on; the episode metrics moved from ``infos[agent]["episode"]`` to
             :attr:`last_episode_metrics`. No scenario's dynamics under valid actions change.
+        v1 (edge scenarios; melbourne125 v2): every edge scenario now defaults to
+            ``collision_mode='measured'``: workers sharing a GPU run at Gavel's measured
+            pair throughputs on the node's GPU class or, for a pair whose shared run failed,
+            crash the newer job (it loses the work since its last checkpoint and pays Muri's
+            restart overhead); three or more on a GPU use Muri's interleaving multipliers;
+            CPU-starved workers follow Synergy's CPU curves; host memory over capacity
+            crashes the newest job. ``pending_slots=4``: agents choose among the first four
+            jobs of their queue, which widens observations and the action space (edge50: 164
+            features and 85 actions per agent instead of 113 and 22). Episode metrics gain
+            ``crashes``, ``crash_slots_lost``, ``restart_seconds``, ``shared_gpu_slots`` and
+            ``cpu_starved_slots``. The v0 dynamics stay available by versioned id
+            (``edge50-v0``) or as ``collision_mode='timeshare', pending_slots=1``. The
+            TapFinger scenarios stay at v0.
     """
 
     metadata = {

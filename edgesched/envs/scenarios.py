@@ -6,6 +6,11 @@ Any change to a scenario's dynamics or parameters bumps its ``version`` and adds
 Version history (all scenarios):
     v0 (edgesched 0.1.0): first release.
     melbourne125 v1: link bandwidths resampled from AARNet's measured capacities.
+    Edge scenarios v1 (melbourne125 v2): ``collision_mode='measured'`` (co-location costs
+        measured by Gavel, Synergy and Muri: shared GPUs slow or crash jobs, starved CPUs
+        slow them) and ``pending_slots=4`` (agents choose among the first four jobs of
+        their queue). The TapFinger scenarios keep v0: their progress model has no
+        measured co-location and they already offer ten pending slots.
 """
 
 from __future__ import annotations
@@ -256,6 +261,42 @@ def _edge(n: int, k: int, region: int, rate: float, **extra: Any) -> dict[str, A
     }
 
 
+V1_EDGE: dict[str, Any] = dict(collision_mode="measured", pending_slots=4)
+"""What every edge scenario's v1 changes. ``measured``: co-location costs from public
+measurements instead of perfect time-sharing (:mod:`edgesched.envs.colocation`). Four pending
+slots: with one, FIFO, SJF and least-loaded placement were the same rule; from two slots on
+the heuristics differ, eight gained nothing over four in decisions that matter while
+costing more observation and action width (``benchmarks/results/pending_slots_study.md``)."""
+V1_HISTORY = (
+    "v1: collision_mode='measured' (co-location costs measured by Gavel, Synergy and "
+    "Muri instead of perfect time-sharing) and pending_slots=4 (task choice among the "
+    "first four queued jobs); v0's dynamics stay available as collision_mode='timeshare', "
+    "pending_slots=1."
+)
+V1_NOTE = (
+    " v1: sharing a GPU runs jobs at their measured pair throughputs or crashes the newer "
+    "one; starved CPUs slow jobs along their measured curves; agents choose among four "
+    "pending jobs."
+)
+
+
+def _register_v0_v1(
+    name: str, description: str, params: dict[str, Any], data: tuple[str, ...] = ()
+) -> None:
+    """Register an edge scenario's v0 (as first released) and its v1 (:data:`V1_EDGE`)."""
+    register_scenario(Scenario(name, 0, description, params, data=data))
+    register_scenario(
+        Scenario(
+            name,
+            1,
+            description + V1_NOTE,
+            {**params, **V1_EDGE},
+            history=("v0: first release.", V1_HISTORY),
+            data=data,
+        )
+    )
+
+
 EDGE_RATE = 0.03
 """Base jobs per node per slot in the edge scenarios; with the diurnal ramp and bursts the
 episode mean is 1.31x that (edge50: 406 jobs per episode on average). At this rate a greedy
@@ -264,87 +305,84 @@ simultaneous placements still collide tens of times per episode; the high-load v
 doubles it and queues build up."""
 
 for _n, _k, _r in ((10, 4, 5), (50, 6, 10), (100, 8, 10), (500, 8, 10)):
-    register_scenario(
-        Scenario(
-            f"edge{_n}",
-            0,
-            f"{_n} mixed-tier edge nodes (Jetson-class boards, small and GPU edge servers) on "
-            f"a random geometric graph; each agent places on itself and its {_k} nearest "
-            f"nodes; regions of about {_r} nodes; Poisson arrivals with diurnal and burst "
-            "modulation; Pollux-profile model catalog; PAI-fitted stragglers; collisions "
-            "overload the target node.",
-            _edge(_n, _k, _r, EDGE_RATE),
-        )
+    _register_v0_v1(
+        f"edge{_n}",
+        f"{_n} mixed-tier edge nodes (Jetson-class boards, small and GPU edge servers) on "
+        f"a random geometric graph; each agent places on itself and its {_k} nearest "
+        f"nodes; regions of about {_r} nodes; Poisson arrivals with diurnal and burst "
+        "modulation; Pollux-profile model catalog; PAI-fitted stragglers; v0: collisions "
+        "overload the target node, which time-shares perfectly.",
+        _edge(_n, _k, _r, EDGE_RATE),
     )
 
-register_scenario(
-    Scenario(
-        "edge50-highload",
-        0,
-        "edge50 with twice the arrival rate: queues build up and collisions are frequent.",
-        _edge(50, 6, 10, 2 * EDGE_RATE),
-    )
+_register_v0_v1(
+    "edge50-highload",
+    "edge50 with twice the arrival rate: queues build up and collisions are frequent.",
+    _edge(50, 6, 10, 2 * EDGE_RATE),
 )
-register_scenario(
-    Scenario(
-        "edge50-stragglers",
-        0,
-        "edge50 with heavy stragglers: a worker is delayed in 75% of slots instead of 50%, "
-        "and each delay is three times as long as fitted from the PAI trace.",
-        _edge(50, 6, 10, EDGE_RATE, straggler_scale=3.0, straggler_prob_scale=1.5),
-    )
+_register_v0_v1(
+    "edge50-stragglers",
+    "edge50 with heavy stragglers: a worker is delayed in 75% of slots instead of 50%, "
+    "and each delay is three times as long as fitted from the PAI trace.",
+    _edge(50, 6, 10, EDGE_RATE, straggler_scale=3.0, straggler_prob_scale=1.5),
 )
-register_scenario(
-    Scenario(
-        "edge50-stale",
-        0,
-        "edge50 where neighbours' load is observed 5 slots late (stale gossip of state).",
-        _edge(50, 6, 10, EDGE_RATE, obs_delay=5),
-    )
+_register_v0_v1(
+    "edge50-stale",
+    "edge50 where neighbours' load is observed 5 slots late (stale gossip of state).",
+    _edge(50, 6, 10, EDGE_RATE, obs_delay=5),
 )
-register_scenario(
-    Scenario(
-        "edge50-hgc",
-        0,
-        "edge50-stragglers where every job synchronizes with hierarchical gradient coding "
-        "(sync 'hgc': workers grouped in pairs under edge aggregators, tolerances chosen "
-        "for the scenario's straggler model; Tang et al., 2024).",
-        _edge(
-            50,
-            6,
-            10,
-            EDGE_RATE,
-            straggler_scale=3.0,
-            straggler_prob_scale=1.5,
-            sync_mix=(("hgc", 1.0),),
-        ),
-    )
+_register_v0_v1(
+    "edge50-hgc",
+    "edge50-stragglers where every job synchronizes with hierarchical gradient coding "
+    "(sync 'hgc': workers grouped in pairs under edge aggregators, tolerances chosen "
+    "for the scenario's straggler model; Tang et al., 2024).",
+    _edge(
+        50,
+        6,
+        10,
+        EDGE_RATE,
+        straggler_scale=3.0,
+        straggler_prob_scale=1.5,
+        sync_mix=(("hgc", 1.0),),
+    ),
 )
-register_scenario(
-    Scenario(
-        "edge50-edgegossip",
-        0,
-        "edge50 where every job trains with EdgeGossip (sync 'edgegossip': gossip averaging, "
-        "data shares balanced to worker speed across the heterogeneous tiers, accuracy-aware "
-        "stop; Han et al., TPDS 2021).",
-        _edge(50, 6, 10, EDGE_RATE, sync_mix=(("edgegossip", 1.0),)),
-    )
+_register_v0_v1(
+    "edge50-edgegossip",
+    "edge50 where every job trains with EdgeGossip (sync 'edgegossip': gossip averaging, "
+    "data shares balanced to worker speed across the heterogeneous tiers, accuracy-aware "
+    "stop; Han et al., TPDS 2021).",
+    _edge(50, 6, 10, EDGE_RATE, sync_mix=(("edgegossip", 1.0),)),
+)
+_MELBOURNE_DESCRIPTION = (
+    "125 edge servers at the real EUA base-station sites of Melbourne CBD (Lai et al., "
+    "ICSOC'18; MIT, site data ACMA terms); links between sites within the smallest "
+    "radius that connects them, regions by k-means over the site positions; link "
+    "bandwidths resampled from the measured link capacities of AARNet, Australia's "
+    "research backbone (Topology Zoo, Knight et al., JSAC'11; CC BY 4.0): 155 Mbit/s to "
+    "10 Gbit/s. Needs the real-data folder (data_dir or $EDGESCHED_DATA_DIR)."
+)
+_MELBOURNE = _edge(125, 6, 10, EDGE_RATE, topology="eua", link_bandwidth_graph="Aarnet")
+_MELBOURNE_HISTORY = (
+    "v0: first release; bandwidths log-uniform in 1-10 Gbit/s.",
+    "v1: bandwidths resampled from AARNet's link capacities (Topology Zoo).",
 )
 register_scenario(
     Scenario(
         "melbourne125",
         1,
-        "125 edge servers at the real EUA base-station sites of Melbourne CBD (Lai et al., "
-        "ICSOC'18; MIT, site data ACMA terms); links between sites within the smallest "
-        "radius that connects them, regions by k-means over the site positions; link "
-        "bandwidths resampled from the measured link capacities of AARNet, Australia's "
-        "research backbone (Topology Zoo, Knight et al., JSAC'11; CC BY 4.0): 155 Mbit/s to "
-        "10 Gbit/s. Needs the real-data folder (data_dir or $EDGESCHED_DATA_DIR).",
-        _edge(125, 6, 10, EDGE_RATE, topology="eua", link_bandwidth_graph="Aarnet"),
-        history=(
-            "v0: first release; bandwidths log-uniform in 1-10 Gbit/s.",
-            "v1: bandwidths resampled from AARNet's link capacities (Topology Zoo).",
-        ),
+        _MELBOURNE_DESCRIPTION,
+        _MELBOURNE,
+        history=_MELBOURNE_HISTORY,
+        data=("eua-melbcbd", "topology-zoo"),
+    )
+)
+register_scenario(
+    Scenario(
+        "melbourne125",
+        2,
+        _MELBOURNE_DESCRIPTION + V1_NOTE.replace(" v1:", " v2:"),
+        {**_MELBOURNE, **V1_EDGE},
+        history=(*_MELBOURNE_HISTORY, V1_HISTORY.replace("v1:", "v2:", 1)),
         data=("eua-melbcbd", "topology-zoo"),
     )
 )
@@ -355,32 +393,26 @@ PHILLY_TRACE = "pollux-osdi21/traces/philly.csv"
 POLLUX_WORKLOAD = "pollux-osdi21/workloads/workload-1.csv"
 """A Pollux workload (Qiao et al., OSDI'21; Apache-2.0): Philly-sampled jobs with models."""
 
-register_scenario(
-    Scenario(
-        "edge50-philly",
-        0,
-        "edge50 with arrivals, GPU counts and job sizes replayed from Microsoft's Philly trace "
-        "(82k jobs, Sep-Dec 2017): trace time is compressed so the long-run rate equals "
-        "edge50's (0.03 jobs per node per slot), each episode replays a seeded 200-slot "
-        "window, a job's GPUs become its workers (at most 4), its duration relative to the "
-        "trace median sets its size (clipped to 0.05-20x); models are drawn from edge50's "
-        "mix because Philly records none. Needs the real-data folder.",
-        _edge(50, 6, 10, EDGE_RATE, trace_path=PHILLY_TRACE, trace_format="philly"),
-        data=("philly",),
-    )
+_register_v0_v1(
+    "edge50-philly",
+    "edge50 with arrivals, GPU counts and job sizes replayed from Microsoft's Philly trace "
+    "(82k jobs, Sep-Dec 2017): trace time is compressed so the long-run rate equals "
+    "edge50's (0.03 jobs per node per slot), each episode replays a seeded 200-slot "
+    "window, a job's GPUs become its workers (at most 4), its duration relative to the "
+    "trace median sets its size (clipped to 0.05-20x); models are drawn from edge50's "
+    "mix because Philly records none. Needs the real-data folder.",
+    _edge(50, 6, 10, EDGE_RATE, trace_path=PHILLY_TRACE, trace_format="philly"),
+    data=("philly",),
 )
-register_scenario(
-    Scenario(
-        "edge50-trace",
-        0,
-        "edge50 driven by a job trace you point at: python train.py env=edge50-trace "
-        "env.trace.path=/path/to/file.csv (Philly, Pollux/Sia or Alibaba GPU v2023 format, "
-        "detected from the header). By default it replays a Pollux workload (160 jobs with "
-        "their models and GPU counts, sampled from Philly). Rescaling as in edge50-philly.",
-        _edge(50, 6, 10, EDGE_RATE, trace_path=POLLUX_WORKLOAD, trace_format="auto"),
-        # the default trace; a trace_path override of the user's own needs none of ours
-        data=("pollux-workload-1",),
-    )
+_register_v0_v1(
+    "edge50-trace",
+    "edge50 driven by a job trace you point at: python train.py env=edge50-trace "
+    "env.trace.path=/path/to/file.csv (Philly, Pollux/Sia or Alibaba GPU v2023 format, "
+    "detected from the header). By default it replays a Pollux workload (160 jobs with "
+    "their models and GPU counts, sampled from Philly). Rescaling as in edge50-philly.",
+    _edge(50, 6, 10, EDGE_RATE, trace_path=POLLUX_WORKLOAD, trace_format="auto"),
+    # the default trace; a trace_path override of the user's own needs none of ours
+    data=("pollux-workload-1",),
 )
 
 # ---------------------------------------------------------------------------- TapFinger

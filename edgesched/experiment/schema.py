@@ -468,14 +468,21 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         cfg: the composed configuration.
     """
     from edgesched.algos import get_algorithm, list_algorithms
-    from edgesched.envs.scenarios import list_scenarios, make_config
+    from edgesched.envs.scenarios import list_scenarios, make_config, scenario_versions
     from edgesched.shields import list_shields
 
     c = cfg if isinstance(cfg, DictConfig) else OmegaConf.structured(cfg)
     check_keys(c)
     algos, scen, shields = list_algorithms(), list_scenarios(), list_shields()
     _check(c.algo.name in algos, "algo.name", c.algo.name, f"registered algorithms: {algos}")
-    _check(c.env.name in scen, "env.name", c.env.name, f"registered scenarios: {scen}")
+    # a name runs the latest version; a versioned id (edge50-v0) an earlier one
+    ids = {v.id for name in scen for v in scenario_versions(name)}
+    _check(
+        c.env.name in scen or c.env.name in ids,
+        "env.name",
+        c.env.name,
+        f"registered scenarios: {scen}, or a versioned id such as {scen[0]}-v0",
+    )
     _check(c.shield.name in shields, "shield.name", c.shield.name, f"registered: {shields}")
     _check(int(c.shield.rounds) >= 1, "shield.rounds", c.shield.rounds, "need an integer >= 1")
     _check(

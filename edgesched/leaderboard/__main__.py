@@ -106,7 +106,14 @@ def cmd_build(args: argparse.Namespace) -> int:
     from .build import README_SCENARIO, build, sync_readme
 
     results, runs = _sources(args)
-    for path in build(results, runs, args.out, reference=args.reference, plots=not args.no_png):
+    for path in build(
+        results,
+        runs,
+        args.out,
+        reference=args.reference,
+        plots=not args.no_png,
+        superseded=args.superseded,
+    ):
         _log(f"wrote {path}")
     table = Path(args.out) / f"{README_SCENARIO}.md"
     readme_ok = args.readme and Path(args.readme).exists() and table.exists()
@@ -129,7 +136,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     results, runs = _sources(args)
     records = load_records(results, runs)
-    tables = group_tables(records)
+    # each record re-runs on its own scenario version, so archived boards validate too
+    tables = group_tables(records, superseded=True)
     chosen = [
         r
         for name, recs in tables.items()
@@ -206,6 +214,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default="leaderboards", help="output directory")
     b.add_argument("--reference", default="random", help="reference heuristic (score 0)")
     b.add_argument("--no-png", action="store_true", help="skip the figures")
+    b.add_argument(
+        "--superseded",
+        action="store_true",
+        help="build an archive of earlier scenario versions (leaderboards/archive/vK)",
+    )
     b.add_argument(
         "--readme",
         default="README.md",

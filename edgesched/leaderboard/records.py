@@ -281,8 +281,14 @@ def _canon(x: Any) -> str:
     return json.dumps(x, sort_keys=True)
 
 
-def group_tables(records: list[Record]) -> dict[str, list[Record]]:
+def group_tables(records: list[Record], *, superseded: bool = False) -> dict[str, list[Record]]:
     """Group records by scenario name into leaderboard tables; check each table is coherent.
+
+    Args:
+        records: the records.
+        superseded: accept tables of an earlier version of their scenario (the archive of
+            boards a version bump left behind, ``leaderboards/archive/``); by default a
+            table must be of the registered version.
 
     Raises:
         RecordError: mixed scenario versions or environment overrides in one table, a stale
@@ -303,7 +309,7 @@ def group_tables(records: list[Record]) -> dict[str, list[Record]]:
                 "versions must not share a table: drop or re-run the stale records"
             )
         for rec in recs:
-            check_record(rec, current_version=True)
+            check_record(rec, current_version=not superseded)
         overrides: dict[str, Record] = {}
         for rec in recs:
             overrides.setdefault(_canon(rec.data["env_overrides"]), rec)

@@ -123,12 +123,13 @@ def rerun_heuristic(rec: Record) -> dict[str, Any]:
     from edgesched.policy import EnvSpec
 
     d = rec.data
-    scenario = get_scenario(rec.scenario_name)
+    # the record's own version, also after its scenario moved on (archived boards)
+    scenario = get_scenario(d["scenario"])
     sim = EdgeClusterSim(scenario.config(**d["env_overrides"]), scenario_id=scenario.id)
     policy = make_baseline(d["algo"], EnvSpec.of(sim), seed=0)
     return evaluate_scheduler(
         policy,
-        rec.scenario_name,
+        d["scenario"],
         d["env_overrides"],
         d["eval_seeds"],
         d["episodes_per_seed"],
@@ -151,14 +152,14 @@ def rerun_learned(rec: Record, root: Path) -> dict[str, Any]:
     if hasattr(policy, "evaluate"):  # learners with their own view (dqn_central)
         # their view builds its own environment: strict like every evaluation environment
         return policy.evaluate(
-            rec.scenario_name,
+            d["scenario"],
             strict_overrides(d["env_overrides"]),
             d["eval_seeds"],
             d["episodes_per_seed"],
         )
     return evaluate_scheduler(
         policy,
-        rec.scenario_name,
+        d["scenario"],
         d["env_overrides"],
         d["eval_seeds"],
         d["episodes_per_seed"],
