@@ -90,11 +90,14 @@ def test_registry_ids_and_gym_registration():
         s = edgesched.get_scenario(name)
         assert s.gym_id in gym.registry
         assert edgesched.get_scenario(s.id) is s  # versioned ids resolve too
-    assert edgesched.get_scenario("edge50").gym_id == "edgesched/Edge50-v0"
+    assert edgesched.get_scenario("edge50").gym_id == "edgesched/Edge50-v1"
+    # the earlier version keeps its Gymnasium id
+    assert edgesched.get_scenario("edge50-v0").gym_id == "edgesched/Edge50-v0"
+    assert "edgesched/Edge50-v0" in gym.registry
 
 
 def test_central_view_episode_runs_and_reports_metrics():
-    env = gym.make("edgesched/Edge10-v0", max_slots=60)
+    env = gym.make("edgesched/Edge10-v1", max_slots=60)
     obs, info = env.reset(seed=3)
     rng = np.random.default_rng(0)
     total, done, steps = 0.0, False, 0

@@ -80,7 +80,7 @@ def test_registered_baselines_document_rule_and_source():
 
 def test_orderings_reduce_to_head_with_one_pending_slot():
     """Documented: with pending_slots == 1, FIFO and SJF are least-loaded on the head."""
-    sim = _sim("edge10", **SHORT)
+    sim = _sim("edge10", pending_slots=1, **SHORT)
     assert sim.pending_slots == 1
     spec = EnvSpec.of(sim)
     ref = _play(make_baseline("least_loaded", spec), sim, seed=5)

@@ -89,7 +89,7 @@ def test_output_without_terminal_has_progress_lines_summary_and_run_dir(two_runs
     assert progress == ["2", "4", "6"], out  # every experiment.log_every=2 updates
     summary = json.loads((run_dir / "eval.json").read_text())["summary"]
     line = next(s for s in out.splitlines() if "held-out evaluation" in s)
-    assert line.startswith("mappo@edge10-v0 seed 0: held-out evaluation (1 seed x 1 episode")
+    assert line.startswith("mappo@edge10-v1 seed 0: held-out evaluation (1 seed x 1 episode")
     assert f"jct_mean {summary['jct_mean']:.2f}" in line, line
     assert f"run directory: {run_dir.resolve()}" in out.splitlines()
     assert out.index("held-out evaluation") < out.index("run directory:")

@@ -2,9 +2,12 @@
 
 Fixture: ``tests/fixtures/leaderboard/records.jsonl`` holds raw records on edge10 with
 ``max_slots=20`` (4 evaluation seeds): the ``random`` and ``local_only`` baselines as written
-by ``evaluate_baseline``, and MAPPO/IPPO records (3 training seeds) from a smoke sweep
-(``train.py -m +benchmark=edge10 experiment=smoke +env.overrides.max_slots=20``) trimmed to
-those seeds. After an intended change of the table format, regenerate the expected files with
+by ``evaluate_baseline`` (re-evaluated on ``edge10-v1`` with ``refresh``), and MAPPO/IPPO
+records (3 training seeds) from a smoke sweep (``train.py -m +benchmark=edge10
+experiment=smoke +env.overrides.max_slots=20``) trimmed to those seeds. The learned records
+were run on ``edge10-v0`` and relabelled ``edge10-v1``: they have no policy to re-run and
+serve only as numbers for the statistics and the table format. After an intended change
+of the table format, regenerate the expected files with
 
     python -m edgesched.leaderboard build --results tests/fixtures/leaderboard/records.jsonl \
         --out tests/fixtures/leaderboard/expected --no-png
@@ -191,7 +194,7 @@ def test_build_syncs_the_readme_only_from_its_own_leaderboards(tmp_path):
 
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{README_START}\nold\n{README_END}\nrest\n")
-    results = ROOT / "leaderboards" / "results" / "baselines.jsonl"
+    results = ROOT / "leaderboards" / "results" / "baselines_edge_v1.jsonl"
     args = ["build", "--results", str(results), "--no-png", "--readme", str(readme)]
     # a scratch build (often of a subset of the records) leaves the README alone
     assert main([*args, "--out", str(tmp_path / "scratch")]) == 0
@@ -218,7 +221,7 @@ def test_committed_leaderboards_are_generated(tmp_path):
     if not committed:
         pytest.skip("no leaderboards/<scenario>.md committed yet")
     assert results.is_dir(), "leaderboards/*.md exist but leaderboards/results/ does not"
-    build([results], [], tmp_path, plots=False)
+    build([results], [], tmp_path, plots=False, studies=ROOT / "leaderboards" / "studies")
     for md in committed:
         fresh = tmp_path / md.name
         assert fresh.exists(), f"{md.name} is not generated from leaderboards/results/"
@@ -251,7 +254,7 @@ def test_unknown_scenario_version_is_rejected(tmp_path):
     with pytest.raises(RecordError) as err:
         group_tables(load_records([path]))
     msg = str(err.value)
-    assert str(path) in msg and "edge10-v7" in msg and "edge10-v0" in msg and "algo=" in msg
+    assert str(path) in msg and "edge10-v7" in msg and "edge10-v1" in msg and "algo=" in msg
     rows[0]["scenario"] = "edge11-v0"
     path = _write(tmp_path / "unknown.jsonl", rows[:1])
     with pytest.raises(RecordError, match=r"unknown\.jsonl:1: .*unknown scenario 'edge11-v0'"):
@@ -260,13 +263,13 @@ def test_unknown_scenario_version_is_rejected(tmp_path):
 
 def test_mixed_versions_in_one_table_are_rejected(tmp_path):
     rows = _fixture_rows()
-    rows[-1]["scenario"] = "edge10-v1"
+    rows[-1]["scenario"] = "edge10-v0"
     a = _write(tmp_path / "a.jsonl", rows[:-1])
     b = _write(tmp_path / "b.jsonl", rows[-1:])
     with pytest.raises(RecordError) as err:
         build([a, b], [], tmp_path / "out", plots=False)
     msg = str(err.value)
-    assert "mixes scenario versions" in msg and f"{b}:1" in msg and "edge10-v1" in msg
+    assert "mixes scenario versions" in msg and f"{b}:1" in msg and "edge10-v0" in msg
     assert "algo='random'" in msg
     assert main(["build", "--results", str(a), str(b), "--out", str(tmp_path / "o")]) == 2
 
@@ -636,3 +639,122 @@ def test_reduction_text_flips_the_interval_of_an_increase():
     assert _reduction_text(stats.Estimate(0.321, 0.25, 0.383)) == "32.1% lower [25.0%, 38.3%]"
     assert _reduction_text(stats.Estimate(-0.682, -0.775, -0.6)) == "68.2% higher [60.0%, 77.5%]"
     assert _reduction_text(None).startswith("n/a")
+
+
+def test_committed_archives_are_generated(tmp_path):
+    """Each ``leaderboards/archive/vK`` is ``build --superseded`` of its own results."""
+    archives = sorted((ROOT / "leaderboards" / "archive").glob("v*"))
+    if not archives:
+        pytest.skip("no archived boards")
+    for folder in archives:
+        out = tmp_path / folder.name
+        build([folder / "results"], [], out, plots=False, superseded=True)
+        for md in sorted(folder.glob("*.md")):
+            if md.name.lower() == "readme.md":
+                continue
+            fresh = out / md.name
+            assert fresh.exists() and md.read_bytes() == fresh.read_bytes(), md
+        # every learned entry of the archive still has its policy file
+        for rec in load_records([folder / "results"]):
+            if rec.data.get("policy"):
+                assert (ROOT / rec.data["policy"]).is_file(), rec.data["policy"]
+
+
+def test_superseded_records_build_only_as_an_archive(tmp_path):
+    rows = _fixture_rows()
+    for r in rows:
+        r["scenario"] = "edge10-v0"
+    path = _write(tmp_path / "v0.jsonl", rows)
+    with pytest.raises(RecordError, match="not the registered one"):
+        build([path], [], tmp_path / "current", plots=False)
+    build([path], [], tmp_path / "archive", plots=False, superseded=True)
+    page = (tmp_path / "archive" / "edge10.md").read_text()
+    assert "**Superseded.** `edge10-v0`" in page and "`edge10-v1`" in page
+    assert "build --superseded" in page
+    # a current-version table has no such note
+    build([RECORDS], [], tmp_path / "now", plots=False)
+    assert "Superseded" not in (tmp_path / "now" / "edge10.md").read_text()
+
+
+def test_heuristics_with_identical_records_share_one_row(tmp_path):
+    from edgesched.leaderboard.build import merge_identical
+
+    rows = _fixture_rows()
+    rnd = next(r for r in rows if r["algo"] == "random")
+    twin = copy.deepcopy(rnd)
+    twin["algo"] = "fifo"
+    # a learned entry with the same numbers as another is never merged
+    learned = [r for r in rows if r["algo"] == "mappo"]
+    clone = copy.deepcopy(learned)
+    for r in clone:
+        r["algo"] = "ippo2"
+    path = _write(tmp_path / "r.jsonl", [*rows, twin, *clone])
+    shown = merge_identical(compute_rows(load_records([path])))
+    labels = [r.label for r in shown]
+    assert "fifo = random" in labels and "random" not in labels and "fifo" not in labels
+    assert "mappo" in labels and "ippo2" in labels
+    build([path], [], tmp_path / "out", plots=False)
+    md = (tmp_path / "out" / "edge10.md").read_text()
+    assert "| fifo = random | none | heuristic |" in md and "stands for all of them" in md
+    csv_rows = (tmp_path / "out" / "edge10.csv").read_text().splitlines()
+    assert any(line.split(",")[1:3] == ["fifo", "random"] for line in csv_rows)
+    # one differing episode keeps them apart
+    twin["per_episode"][0]["jct_mean"] += 1.0
+    path = _write(tmp_path / "s.jsonl", [*rows, twin])
+    labels = [r.label for r in merge_identical(compute_rows(load_records([path])))]
+    assert "fifo" in labels and "random" in labels
+
+
+def test_colocation_study_takes_only_timeshare_records(tmp_path):
+    studies = tmp_path / "studies" / "colocation"
+    studies.mkdir(parents=True)
+    rows = _fixture_rows()
+    _write(studies / "bad.jsonl", rows)  # max_slots=20, not collision_mode=timeshare
+    with pytest.raises(RecordError, match="collision_mode=timeshare records only"):
+        build([RECORDS], [], tmp_path, plots=False, studies=tmp_path / "studies")
+
+
+def test_colocation_page_reports_the_premise_from_the_rows():
+    from edgesched.leaderboard.colocation import pair_summary, render_colocation
+    from edgesched.leaderboard.stats import Estimate
+    from edgesched.leaderboard.table import Row
+
+    def row(algo, shield, jct, lo, hi, scores):
+        return Row(
+            algo=algo,
+            shield=shield,
+            learned=False,
+            train_seeds=[],
+            eval_seeds=[1, 2, 3],
+            episodes=1,
+            mean=Estimate(jct, lo, hi),
+            iqm=Estimate(jct, lo, hi),
+            metrics={"crashes": 2.0, "shared_gpu_slots": 10.0},
+            normalized_score=0.0,
+            p_improvement=0.5,
+            commits=[],
+            config_hashes=[],
+            episode_jcts=list(scores),
+            seed_scores=[list(scores)],
+        )
+
+    # measured: the shield cuts 20% with disjoint CIs; timeshare: nothing
+    measured = {
+        "edge50-highload": [
+            row("least_loaded", "none", 100.0, 95.0, 105.0, [98, 100, 102]),
+            row("least_loaded", "central", 80.0, 76.0, 84.0, [78, 80, 82]),
+        ]
+    }
+    timeshare = {
+        "edge50-highload": [
+            row("least_loaded", "none", 80.0, 76.0, 84.0, [78, 80, 82]),
+            row("least_loaded", "central", 80.0, 76.0, 84.0, [78, 80, 82]),
+        ]
+    }
+    page = render_colocation(measured, timeshare)
+    assert "measured: mean JCT 20.0% lower, CIs disjoint" in page
+    assert "Target: met." in page
+    timeshare["edge50-highload"][0] = row("least_loaded", "none", 100.0, 95.0, 105.0, [98] * 3)
+    assert "Target: missed." in render_colocation(measured, timeshare)
+    assert render_colocation({}, timeshare) is None
+    assert {c for c, _, _ in pair_summary()} == {"k80", "p100", "v100"}

@@ -107,4 +107,4 @@ def test_bad_sync_parameters_are_rejected():
         make_config("edge50-edgegossip", edgegossip_min_gain=-1.0)
     with pytest.raises(KeyError, match="registered schemes"):
         get_sync_scheme("hgcc")
-    assert get_scenario("edge50-hgc").version == 0
+    assert get_scenario("edge50-hgc-v0").version == 0

@@ -114,8 +114,9 @@ def test_batched_graphs_offset_every_index():
 
 @pytest.mark.parametrize("name", ["tapfinger-hetero6", "edge10"])
 def test_visible_pending_keeps_exactly_the_windowed_tasks(name):
-    # a long random run builds a backlog deeper than the selection windows
-    sim = _busy(name, steps=60)
+    # a long random run builds a backlog deeper than the selection windows (edge10's four
+    # windows need a higher arrival rate for that)
+    sim = _busy(name, steps=60, **({"arrival_rate": 0.3} if name == "edge10" else {}))
     g = sim.graph()
     v = visible_pending(g)
     windowed = np.unique(sim.head[sim.head >= 0])

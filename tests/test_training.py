@@ -336,7 +336,7 @@ def test_saved_policy_reproduces_the_evaluation(tmp_path):
     cfg.env.overrides = {"max_slots": 40}
     summary = run(cfg)
     policy, env, overrides = load_policy(str(tmp_path / "p" / "policy.pt"))
-    assert env == "edge10" and overrides == {"max_slots": 40}
+    assert env == "edge10-v1" and overrides == {"max_slots": 40}
     again = evaluate_scheduler(policy, env, overrides, [10_000], 1)["summary"]
     assert again == pytest.approx(summary, nan_ok=True)
 

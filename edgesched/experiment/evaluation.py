@@ -338,7 +338,7 @@ def evaluate_trainer(
     )
 
 
-def load_policy(path: str) -> tuple[Any, str, dict[str, Any]]:
+def load_policy(path: str, scenario_id: str | None = None) -> tuple[Any, str, dict[str, Any]]:
     """Load a run's ``policy.pt`` (the trained actor) behind the policy interface.
 
     The scheduler's ``shield`` and ``shield_kwargs`` attributes name the shield it was
@@ -346,12 +346,20 @@ def load_policy(path: str) -> tuple[Any, str, dict[str, Any]]:
     Learners that evaluate themselves (registry flag ``own_view``) come back as their
     trainer.
 
+    Args:
+        path: the ``policy.pt`` file.
+        scenario_id: the versioned scenario it was trained on (a record's ``scenario``);
+            by default the file's own entry, which policies written before scenarios were
+            versioned hold as a bare name (it resolves to the latest version).
+
     Returns:
-        The scheduler, its scenario name and the scenario overrides it was trained with.
+        The scheduler, its scenario name or id and the overrides it was trained with.
     """
     import torch
 
     blob = torch.load(path, weights_only=False)
+    if scenario_id is not None:
+        blob["env"] = scenario_id
     scenario = resolve_scenario(blob["env"], **blob["overrides"])
     # policy files written before each algorithm had its own config class hold every
     # algorithm's keys; config_from_dict keeps the ones this algorithm has

@@ -502,7 +502,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         {
             "actor": trainer.actor.state_dict(),
             "algo": OmegaConf.to_container(cfg.algo),
-            "env": scenario.name,
+            # the versioned id: the policy keeps its version after the scenario moves on
+            "env": scenario.id,
             "overrides": scenario.overrides_dict(),
             "shield": cfg.shield.name,
             "shield_kwargs": shield_kwargs(cfg.shield),

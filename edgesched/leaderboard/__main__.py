@@ -113,6 +113,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         reference=args.reference,
         plots=not args.no_png,
         superseded=args.superseded,
+        studies=args.studies,
     ):
         _log(f"wrote {path}")
     table = Path(args.out) / f"{README_SCENARIO}.md"
@@ -179,6 +180,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         episodes=args.episodes,
         names=args.baselines,
         overrides=_overrides(args.override),
+        shield=args.shield,
         log=_log,
     )
     _log(f"wrote {len(rows)} records to {args.out}")
@@ -215,6 +217,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--reference", default="random", help="reference heuristic (score 0)")
     b.add_argument("--no-png", action="store_true", help="skip the figures")
     b.add_argument(
+        "--studies",
+        help="folder of study-only records (default: <out>/studies; colocation/ feeds "
+        "colocation.md)",
+    )
+    b.add_argument(
         "--superseded",
         action="store_true",
         help="build an archive of earlier scenario versions (leaderboards/archive/vK)",
@@ -248,6 +255,7 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--episodes", type=int, default=1, help="episodes per evaluation seed")
     e.add_argument("--baselines", nargs="*", help="only these (default: all registered)")
     e.add_argument("--override", nargs="*", default=[], help="scenario parameter key=value")
+    e.add_argument("--shield", default="none", help="run every baseline behind this shield")
     e.add_argument("--out", required=True, help="results file (.jsonl) to write")
     e.set_defaults(func=cmd_baselines)
     r = sub.add_parser("refresh", help="re-evaluate records of a results file in place")

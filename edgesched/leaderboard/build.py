@@ -15,7 +15,9 @@ so they are byte-identical for the same records.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +65,7 @@ def _episode_mean_all(rows: list[dict[str, Any]], key: str) -> float:
 
 def _study_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Per-entry means the study pages need (RLPTO's reward, resources, per-class JCT)."""
-    from edgesched.protocol import cluster_reward
+    from edgesched.protocol import COLOCATION_METRICS, cluster_reward
 
     out = {
         k: _episode_mean_all(rows, k)
@@ -73,6 +75,7 @@ def _study_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
             "rule_shrinks",
             "gpus_per_job_small",
             "gpus_per_job_large",
+            *COLOCATION_METRICS,
         )
     }
     rewards = [cluster_reward(r) for r in rows]
@@ -156,10 +159,41 @@ def compute_rows(recs: list[Record], reference: str = REFERENCE) -> list[Row]:
                 config_hashes=sorted({str(r.data["config_hash"]) for r in group}),
                 episode_jcts=[float(row["jct_mean"]) for row in all_rows],
                 seed_scores=mat.tolist(),
+                fingerprint=json.dumps(
+                    [(r.data["eval_seeds"], r.data["per_episode"]) for r in group], sort_keys=True
+                ),
             )
         )
     rows.sort(key=lambda r: (r.mean.value, r.algo, r.shield))
     return rows
+
+
+def merge_identical(rows: list[Row]) -> list[Row]:
+    """One row for heuristics (with one shield) whose records are identical on every episode.
+
+    Identical per-episode records on every evaluation episode mean the heuristics made the
+    same decisions on this board (for example FIFO, SJF and least-loaded placement when an
+    agent sees only the head of its queue), so a board shows them once, as ``a = b``.
+    Learned entries are never merged. The first name (alphabetical) keeps the row.
+    """
+    first: dict[tuple[str, str], int] = {}
+    aliases: dict[int, list[str]] = {}
+    keep = []
+    for i, r in enumerate(rows):
+        if r.learned:
+            keep.append(i)
+            continue
+        j = first.setdefault((r.shield, r.fingerprint), i)
+        if j == i:
+            keep.append(i)
+        else:
+            aliases.setdefault(j, []).append(r.algo)
+    out = []
+    for i in keep:
+        r = rows[i]
+        names = sorted([r.algo, *aliases.get(i, [])])
+        out.append(dataclasses.replace(r, algo=names[0], aliases=tuple(names[1:])))
+    return out
 
 
 # ------------------------------------------------------------------------------ formatting
@@ -233,7 +267,7 @@ def render_markdown(
     for r in rows:
         m = r.metrics
         cells = [
-            r.algo,
+            r.label,
             r.shield,
             "learned" if r.learned else "heuristic",
             _n_seeds(r),
@@ -259,6 +293,16 @@ def render_markdown(
         f"against {reference} on each evaluation seed, averaged over seeds. Collisions, "
         "utilization and unfinished jobs are means per episode.",
         "",
+        *(
+            [
+                "A row naming several heuristics (`a = b`) stands for all of them: their "
+                "records are identical on every evaluation episode, i.e. they made the same "
+                "decisions on this board.",
+                "",
+            ]
+            if any(r.aliases for r in rows)
+            else []
+        ),
         f"![{name}]({name}.png)",
         "",
     ]
@@ -312,6 +356,7 @@ CSV_METRICS = (
 CSV_COLUMNS = (
     "scenario",
     "algo",
+    "aliases",
     "shield",
     "kind",
     "n_train_seeds",
@@ -349,6 +394,7 @@ def render_csv(scenario_id: str, rows: list[Row], reference: str) -> str:
             [
                 scenario_id,
                 r.algo,
+                " ".join(r.aliases),
                 r.shield,
                 "learned" if r.learned else "heuristic",
                 len(r.train_seeds),
@@ -380,7 +426,7 @@ def render_png(scenario_id: str, rows: list[Row]) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [r.algo if r.shield == "none" else f"{r.algo}+{r.shield}" for r in rows]
+    labels = [r.label if r.shield == "none" else f"{r.label}+{r.shield}" for r in rows]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, max(3.5, 0.35 * len(rows) + 1.5)))
     y = np.arange(len(rows))
     vals = np.array([r.mean.value for r in rows])
@@ -424,6 +470,7 @@ def build(
     reference: str = REFERENCE,
     plots: bool = True,
     superseded: bool = False,
+    studies: str | Path | None = None,
 ) -> list[Path]:
     """Write ``<out>/<scenario>.md``, ``.csv`` (and ``.png``) for every scenario with records.
 
@@ -435,6 +482,8 @@ def build(
         plots: also write the ``.png`` figures.
         superseded: build the archive of an earlier scenario version (each page says so);
             by default every record must be of its scenario's registered version.
+        studies: folder of the study-only records (default ``<out>/studies``); its
+            ``colocation/`` records (``collision_mode=timeshare``) feed ``colocation.md``.
 
     Returns:
         The files written.
@@ -452,12 +501,13 @@ def build(
         scenario_id = recs[0].data["scenario"]
         rows = tables[name] = compute_rows(recs, reference)
         overrides = recs[0].data["env_overrides"]
-        md = render_markdown(scenario_id, overrides, rows, reference, len(recs), superseded)
+        shown = merge_identical(rows)
+        md = render_markdown(scenario_id, overrides, shown, reference, len(recs), superseded)
         atomic_write_text(out / f"{name}.md", md)
-        atomic_write_text(out / f"{name}.csv", render_csv(scenario_id, rows, reference))
+        atomic_write_text(out / f"{name}.csv", render_csv(scenario_id, shown, reference))
         written += [out / f"{name}.md", out / f"{name}.csv"]
         if plots:
-            atomic_write_bytes(out / f"{name}.png", render_png(scenario_id, rows))
+            atomic_write_bytes(out / f"{name}.png", render_png(scenario_id, shown))
             written.append(out / f"{name}.png")
     atomic_write_text(out / "coverage.md", render_coverage(tables))
     written.append(out / "coverage.md")
@@ -472,7 +522,34 @@ def build(
         if study is not None:
             atomic_write_text(out / page, study)
             written.append(out / page)
+        elif (out / page).exists():
+            # its entries are gone (e.g. after a version bump): a stale study must not stay
+            (out / page).unlink()
+    if not superseded:
+        written += _build_colocation(tables, out, Path(studies) if studies else out / "studies")
     return written
+
+
+def _build_colocation(tables: dict[str, list[Row]], out: Path, studies: Path) -> list[Path]:
+    """``colocation.md`` from the boards' rows and the ``timeshare`` study records."""
+    from .colocation import STUDY_DIR, render_colocation
+
+    folder = studies / STUDY_DIR.name
+    files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    timeshare = {}
+    if files:
+        for name, recs in group_tables(load_records(files, [])).items():
+            if recs[0].data["env_overrides"] != {"collision_mode": "timeshare"}:
+                raise RecordError(
+                    f"{recs[0].where}: the co-location study holds collision_mode=timeshare "
+                    f"records only, got env_overrides={recs[0].data['env_overrides']!r}"
+                )
+            timeshare[name] = merge_identical(compute_rows(recs))
+    page = render_colocation({k: merge_identical(v) for k, v in tables.items()}, timeshare)
+    if page is None:
+        return []
+    atomic_write_text(out / "colocation.md", page)
+    return [out / "colocation.md"]
 
 
 PROTOCOL_SCENARIOS = ("edge10", "edge50", "edge100", "tapfinger-hetero6")

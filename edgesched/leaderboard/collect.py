@@ -93,11 +93,13 @@ def evaluate_baselines(
     episodes: int = 1,
     names: Iterable[str] | None = None,
     overrides: dict[str, Any] | None = None,
+    shield: str = "none",
     log: Any = None,
 ) -> list[dict[str, Any]]:
     """Evaluate every registered baseline (or ``names``) on each scenario; write the records.
 
-    Each record is produced by :func:`edgesched.experiment.runner.evaluate_baseline`, the same
+    ``shield`` puts every baseline behind that registered shield (default options). Each
+    record is produced by :func:`edgesched.experiment.runner.evaluate_baseline`, the same
     path as ``python evaluate.py baseline=...``.
     """
     from edgesched.baselines import list_baselines
@@ -114,10 +116,12 @@ def evaluate_baselines(
             get_scenario(env)  # unknown scenario: fail before any work
             for name in names:
                 path = Path(tmp) / f"{env}_{name}.json"
-                summary = evaluate_baseline(name, env, dict(overrides or {}), seeds, episodes, path)
+                summary = evaluate_baseline(
+                    name, env, dict(overrides or {}), seeds, episodes, path, shield
+                )
                 rows.append(json.loads(path.read_text()))
                 if log is not None:
-                    log(f"{env:22s} {name:22s} mean JCT {summary['jct_mean']:.3f}")
+                    log(f"{env:22s} {name:14s} {shield:8s} mean JCT {summary['jct_mean']:.3f}")
     rows.sort(key=_sort_key)
     write_jsonl(out, rows)
     return rows

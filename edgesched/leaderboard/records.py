@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgesched.envs.scenarios import get_scenario
+from edgesched.envs.scenarios import get_scenario, scenario_versions
 from edgesched.protocol import SCALAR_METRICS
 
 REQUIRED_FIELDS = (
@@ -129,6 +129,11 @@ def check_record(rec: Record, *, current_version: bool = True) -> None:
         scenario = get_scenario(name)
     except KeyError as exc:
         raise rec.error(f"unknown scenario {d['scenario']!r}: {exc.args[0]}") from None
+    known = [v.id for v in scenario_versions(name)]
+    if d["scenario"] not in known:
+        raise rec.error(
+            f"scenario version {d['scenario']!r} was never registered (registered: {known})"
+        )
     if current_version and scenario.id != d["scenario"]:
         raise rec.error(
             f"scenario version {d['scenario']!r} is not the registered one ({scenario.id!r}); "

@@ -34,6 +34,15 @@ class Row:
     episode_jcts: list[float] = field(repr=False)
     seed_scores: list[list[float]] = field(default_factory=list, repr=False)
     """Mean JCT per (training seed or heuristic run, evaluation seed in ``eval_seeds``)."""
+    aliases: tuple[str, ...] = ()
+    """Other heuristics whose records on this board are identical to this one's."""
+    fingerprint: str = field(default="", repr=False)
+    """Canonical text of the entry's per-episode records (equal text: identical records)."""
+
+    @property
+    def label(self) -> str:
+        """``algo``, or ``algo = alias = ...`` for a row that stands for several heuristics."""
+        return " = ".join((self.algo, *self.aliases))
 
 
 def _f(x: float, nd: int) -> str:

@@ -148,7 +148,7 @@ def rerun_learned(rec: Record, root: Path) -> dict[str, Any]:
     path = root / d["policy"]
     if not path.is_file():
         raise FileNotFoundError(f"policy file {d['policy']!r} not found under {root}")
-    policy, _, _ = load_policy(str(path))
+    policy, _, _ = load_policy(str(path), d["scenario"])
     if hasattr(policy, "evaluate"):  # learners with their own view (dqn_central)
         # their view builds its own environment: strict like every evaluation environment
         return policy.evaluate(
