@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -122,6 +123,8 @@ class Scheduler(ABC):
     name: str = "scheduler"
     needs_graph: bool = False
     """Set True to receive the heterogeneous graph view as ``act(..., graph=...)``."""
+    reallocates: bool = False
+    """Set True to re-allocate running jobs once per slot through :meth:`reallocate`."""
 
     def __init__(self, spec: EnvSpec) -> None:
         self.spec = spec
@@ -142,6 +145,26 @@ class Scheduler(ABC):
         ``graph`` (the simulator's heterogeneous graph view) is passed only to schedulers
         that set ``needs_graph``.
         """
+
+    def reallocate(self, view: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Resize running jobs at the start of a slot (preemptive schedulers).
+
+        The evaluation loop calls it for schedulers that set :attr:`reallocates`, once per
+        slot: at the start of an episode and whenever the clock has advanced since the last
+        call, before that slot's first decision round. The changes are applied with
+        ``EdgeClusterSim.resize``: every worker of a job moves one allocation level down or
+        up (``grid`` allocation: one GPU at the same CPUs), growth only where its nodes
+        have room, and a slot in which a job's allocation changed progresses at the
+        scenario's ``switch_weight``.
+
+        Args:
+            view: the cluster's read-only :class:`~edgesched.envs.view.ClusterView`.
+
+        Returns:
+            ``(jobs, delta)``: distinct running job ids (local) and -1, 0 or +1 for each.
+            The default changes nothing.
+        """
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
 
     def act_with_preferences(
         self,

@@ -16,7 +16,7 @@ from edgesched.baselines import list_baselines, make_baseline
 from edgesched.envs.central import EdgeSchedCentralEnv
 from edgesched.envs.core import EdgeClusterSim
 from edgesched.envs.scenarios import get_scenario
-from edgesched.experiment.evaluation import evaluate_scheduler
+from edgesched.experiment.evaluation import evaluate_scheduler, reallocate_once_per_slot
 from edgesched.policy import EnvSpec
 
 EVAL_SEEDS = list(range(10000, 10010))
@@ -34,7 +34,9 @@ def _play(policy, sim: EdgeClusterSim, seed: int) -> list[np.ndarray]:
     policy.reset(seed)
     actions = []
     rows = np.arange(sim.num_agents)
+    slot = -1
     while not (sim.terminated or sim.truncated):
+        slot = reallocate_once_per_slot(policy, sim, slot)  # preemptive baselines only
         graph = sim.graph() if policy.needs_graph else None
         a = policy.act(sim.obs, sim.mask, sim.state(), graph=graph)
         assert a.shape == (sim.num_agents,) and a.dtype.kind in "iu"

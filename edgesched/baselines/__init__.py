@@ -2,8 +2,10 @@
 
 Registered here: ``random`` and ``local_only``. The other classic heuristics of DESIGN §4.3
 (``round_robin``, ``least_loaded``, ``best_fit``, ``fifo``, ``sjf``, ``tiresias``,
-``optimus``, ``drf``, ``min_alloc``) live in :mod:`edgesched.baselines.heuristics` and
-register into the same registry on import. Schedulers that are meaningful for one cluster
+``optimus``, ``drf``, ``min_alloc``) live in :mod:`edgesched.baselines.heuristics`, the
+preemptive ``tiresias_preemptive`` and ``optimus_preemptive`` (which re-allocate running
+jobs every slot) in :mod:`edgesched.baselines.preemptive`; both register into the same
+registry on import. Schedulers that are meaningful for one cluster
 head also offer ``act_central(obs, mask)`` for the Gymnasium central view
 (``random``, ``least_loaded``, ``best_fit``, ``min_alloc``).
 """
@@ -81,5 +83,5 @@ class LocalOnlyScheduler(Scheduler):
         return np.where(own.any(axis=1), act, 0)
 
 
-# the classic heuristics register themselves on import
-from . import heuristics  # noqa: E402, F401
+# the classic heuristics and their preemptive forms register themselves on import
+from . import heuristics, preemptive  # noqa: E402, F401

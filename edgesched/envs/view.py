@@ -394,6 +394,11 @@ class ClusterView:
         return _readonly(self._sim.j_prio[self._js()])
 
     @property
+    def job_model(self) -> np.ndarray:
+        """(J,) model (catalog index) of each job, read-only."""
+        return _readonly(self._sim.j_model[self._js()])
+
+    @property
     def job_workers(self) -> np.ndarray:
         """(J,) workers (gang size) of each job, read-only."""
         return _readonly(self._sim.j_workers[self._js()])

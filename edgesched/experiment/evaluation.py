@@ -102,10 +102,32 @@ __all__ = [
     "load_policy",
     "make_eval_sim",
     "make_record",
+    "reallocate_once_per_slot",
     "recorded_overrides",
     "run_episode",
     "strict_overrides",
 ]
+
+
+def reallocate_once_per_slot(policy: Scheduler, sim: EdgeClusterSim, last_slot: int) -> int:
+    """Let a preemptive ``policy`` re-allocate running jobs if a new slot has begun.
+
+    Calls :meth:`~edgesched.policy.Scheduler.reallocate` (schedulers that set
+    ``reallocates``) when the clock differs from ``last_slot`` and applies its changes with
+    ``sim.resize``; a lone simulator's local job ids are its own.
+
+    Returns:
+        The slot seen now: pass it back as ``last_slot`` before the next decision round.
+    """
+    if not policy.reallocates:
+        return last_slot
+    view = sim.view()
+    if view.clock == last_slot:
+        return last_slot
+    jobs, delta = policy.reallocate(view)
+    if len(jobs):
+        sim.resize(jobs, delta)
+    return view.clock
 
 
 def run_episode(
@@ -129,7 +151,9 @@ def run_episode(
         from edgesched.shields import ShieldStats
 
         stats = ShieldStats()
+    slot = -1
     while not (sim.terminated or sim.truncated):
+        slot = reallocate_once_per_slot(policy, sim, slot)
         graph = sim.graph() if policy.needs_graph else None
         if shield is None:
             sim.step(policy.act(sim.obs, sim.mask, sim.state(), graph=graph))
