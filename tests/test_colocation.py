@@ -303,3 +303,50 @@ def test_vectorized_rates_equal_the_per_node_rule(cls):
         workers = [(mi, 4, 4) for mi in m]
         assert len(sim._node_outcome(0, np.array(m), np.array([[4, 4, 4.0]] * 3))[0]) == 1
         check.hypothesis.inner_test(workers)
+
+
+def _part_gpu_trace(path) -> str:
+    """Three Alibaba pods: two asking for half a GPU (gpu_milli 500) at second 0, one later."""
+    path.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+        "creation_time,deletion_time,scheduled_time\n"
+        "pod-a,2000,4096,1,500,,BE,Succeeded,0,600,0\n"
+        "pod-b,2000,4096,1,500,,BE,Succeeded,0,600,0\n"
+        "pod-c,2000,4096,1,1000,,BE,Succeeded,6000,6600,6000\n"
+    )
+    return str(path)
+
+
+def test_part_gpu_trace_jobs_become_workers_that_share_a_gpu(tmp_path):
+    trace = _part_gpu_trace(tmp_path / "pods.csv")
+    kw = dict(
+        trace_path=trace,
+        trace_format="alibaba",
+        trace_window_start_hours=0.0,
+        arrival_rate=0.02,
+        arrival_slots=10,
+        models=(("cifar10", 1.0),),
+    )
+    caps, classes = ((8, 1, 64), (8, 1, 64)), ("v100", "v100")
+    shared = _sim(caps, classes, trace_fractional_gpus=True, **kw)
+    alone = _sim(caps, classes, trace_fractional_gpus=True, **kw)
+    whole = _sim(caps, classes, **kw)
+    a, b = np.flatnonzero(shared.status == QUEUED)[:2]
+    # half a GPU per worker at every level; off (v0), a whole GPU
+    assert shared.j_alloc[a, 0, 1] == pytest.approx(0.5 * whole.j_alloc[a, 0, 1])
+    assert whole.j_alloc[a, 0, 1] == pytest.approx(1.0)
+    _place(shared, a, 0)
+    _place(shared, b, 0)  # two half-GPU workers fit one GPU: no overload, but they share it
+    assert shared.used[0, 1] == pytest.approx(1.0)
+    _place(alone, a, 0)
+    _defer(shared)
+    _defer(alone)
+    r, _ = _pair("v100", "cifar10", "cifar10")
+    assert r == pytest.approx(0.55, abs=0.01)
+    assert shared.progress[a] == pytest.approx(alone.progress[a] * r, rel=1e-12)
+    assert shared.progress[b] == pytest.approx(alone.progress[a] * r, rel=1e-12)
+    assert shared.episode_metrics()["shared_gpu_slots"] == 2  # both workers, one slot
+    assert alone.episode_metrics()["shared_gpu_slots"] == 0
+    # whole GPUs (v0): after the first job, node 0 has no GPU left for the second
+    _place(whole, a, 0)
+    assert whole.capacity[0, 1] - whole.used[0, 1] < whole.j_alloc[b, 0, 1]

@@ -112,6 +112,7 @@ def trace_configs(draw: st.DrawFn) -> dict[str, Any]:
         "trace_window_start_hours": draw(st.sampled_from([-1.0, 0.0])),
         "trace_window_rule": draw(st.sampled_from(["any_job", "per_job"])),
         "trace_drop_never_ran": draw(st.booleans()),
+        "trace_fractional_gpus": draw(st.booleans()),
     }
 
 

@@ -200,6 +200,7 @@ class ColocationMixin:
         # whether some allocation level requests a fractional GPU (then any node may share)
         g = self._m_alloc[..., 1]
         self._frac_levels = bool((np.abs(g - np.round(g)) > _GPU_EPS).any())
+        self._frac_levels |= bool(self.cfg.trace_fractional_gpus)  # part-GPU trace jobs
         c = self.cluster
         if self.cfg.custom_capacities:
             classes = self._coloc.classes

@@ -148,6 +148,12 @@ class SimConfig:
     trace_drop_never_ran: bool = False
     """Drop trace records that never ran (an Alibaba pod never scheduled, a Philly job of
     zero duration) instead of replaying them as submitted jobs (v0 keeps them)."""
+    trace_fractional_gpus: bool = False
+    """A trace job asking for part of one GPU (an Alibaba pod's ``gpu_milli`` below 1000)
+    becomes one worker that holds that fraction of a GPU, so such workers share GPUs (under
+    ``collision_mode='measured'`` at the measured pair rates); off (v0), it holds a whole
+    GPU. Its speed alone on a GPU is its model's one-GPU speed (assumed: a GPU-sharing pod
+    is not throttled while nothing shares its GPU)."""
     models: tuple[tuple[str, float], ...] = (
         ("cifar10", 0.25),
         ("imagenet", 0.1),

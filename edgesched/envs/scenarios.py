@@ -9,7 +9,8 @@ Version history (all scenarios):
     Edge scenarios v1 (melbourne125 v2): ``collision_mode='measured'`` (co-location costs
         measured by Gavel, Synergy and Muri: shared GPUs slow or crash jobs, starved CPUs
         slow them) and ``pending_slots=4`` (agents choose among the first four jobs of
-        their queue). The TapFinger scenarios keep v0: their progress model has no
+        their queue); edge50-trace v1 also sets ``trace_fractional_gpus`` (a part-GPU pod is
+        a shared-GPU worker). The TapFinger scenarios keep v0: their progress model has no
         measured co-location and they already offer ten pending slots.
 """
 
@@ -281,7 +282,11 @@ V1_NOTE = (
 
 
 def _register_v0_v1(
-    name: str, description: str, params: dict[str, Any], data: tuple[str, ...] = ()
+    name: str,
+    description: str,
+    params: dict[str, Any],
+    data: tuple[str, ...] = (),
+    v1_extra: dict[str, Any] | None = None,
 ) -> None:
     """Register an edge scenario's v0 (as first released) and its v1 (:data:`V1_EDGE`)."""
     register_scenario(Scenario(name, 0, description, params, data=data))
@@ -290,7 +295,7 @@ def _register_v0_v1(
             name,
             1,
             description + V1_NOTE,
-            {**params, **V1_EDGE},
+            {**params, **V1_EDGE, **(v1_extra or {})},
             history=("v0: first release.", V1_HISTORY),
             data=data,
         )
@@ -413,6 +418,8 @@ _register_v0_v1(
     _edge(50, 6, 10, EDGE_RATE, trace_path=POLLUX_WORKLOAD, trace_format="auto"),
     # the default trace; a trace_path override of the user's own needs none of ours
     data=("pollux-workload-1",),
+    # v1: an Alibaba pod's part of a GPU (gpu_milli) is a shared-GPU worker, not a whole GPU
+    v1_extra={"trace_fractional_gpus": True},
 )
 
 # ---------------------------------------------------------------------------- TapFinger

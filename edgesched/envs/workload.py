@@ -127,6 +127,15 @@ def draw_workload(sim: EdgeClusterSim, rng: np.random.Generator) -> Workload:
         size_factor = tw.size_factor[tj]
     else:
         size_factor = np.exp(cfg.job_size_sigma * rng.standard_normal(jn))
+    dmin = sim._min_demand_m[model]
+    alloc = sim._m_alloc[model]
+    if tj is not None and cfg.trace_fractional_gpus and tw.gpu_fraction is not None:
+        frac = tw.gpu_fraction[tj]
+        if (frac < 1.0).any():
+            # a part-GPU job's worker holds that share of a GPU at every level
+            scale = np.ones((jn, 3))
+            scale[:, 1] = frac
+            dmin, alloc = dmin * scale, alloc * scale[:, None, :]
     wl = Workload(
         num_jobs=jn,
         arrival=slot.astype(np.int64),
@@ -135,12 +144,12 @@ def draw_workload(sim: EdgeClusterSim, rng: np.random.Generator) -> Workload:
         workers=workers,
         prio=prio,
         sync=sync,
-        min=sim._min_demand_m[model],
+        min=dmin,
         target=target,
         eff=sim._sync_eff[sync],
         # allocation options per job and level are per model, gathered: per job they cost
         # ~5 ms per reset on the 288-level TapFinger grid
-        alloc=sim._m_alloc[model],
+        alloc=alloc,
         alloc_ok=sim._m_ok[model],
         trace_window_start=window_start,
     )

@@ -90,6 +90,8 @@ class TraceWorkload:
         submit: (J,) submission seconds of the kept jobs (sorted).
         workers: (J,) data-parallel workers per kept job.
         size_factor: (J,) job size relative to the median job.
+        gpu_fraction: (J,) share of one GPU per worker: below 1 for a job that asks for part
+            of one GPU (Alibaba's ``gpu_milli``), else 1 (used by ``trace_fractional_gpus``).
         model: (J,) index into the scenario's ``models``, or -1 where the model is drawn.
         seconds_per_slot: trace seconds one simulator slot stands for.
         dropped: jobs of the trace not kept (CPU-only).
@@ -102,6 +104,8 @@ class TraceWorkload:
     model: np.ndarray
     seconds_per_slot: float
     dropped: int
+    gpu_fraction: np.ndarray | None = None
+    """(J,) share of one GPU a kept job's single worker asks for (1 for whole GPUs)."""
 
     @classmethod
     def from_config(cls, cfg: SimConfig, model_names: tuple[str, ...]) -> TraceWorkload:
@@ -203,6 +207,7 @@ class TraceWorkload:
             model=model,
             seconds_per_slot=seconds_per_slot,
             dropped=int((~keep).sum()),
+            gpu_fraction=np.where(gpus < 1.0, gpus, 1.0),
         )
 
     @property
