@@ -61,6 +61,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     ),
     "edge10-v0+pending3": ("edge10-v0", {"pending_slots": 3}, False),
     "edge10-v0+short-resize": ("edge10-v0", {"max_steps": 40}, True),
+    "tapfinger-hetero6-v0+fit-argmax": (
+        "tapfinger-hetero6-v0",
+        {"conflict_rule": "fit_argmax"},
+        False,
+    ),
     # the v1 dynamics (measured co-location) under resizes, stale views and shared queues
     "edge10-v1+resize": ("edge10-v1", {}, True),
     "edge10-v1+short-resize": ("edge10-v1", {"max_steps": 40}, True),

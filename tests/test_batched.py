@@ -138,6 +138,7 @@ def test_every_scenario_matches_single_simulators(name: str) -> None:
             ("collisions_executed", "shared_gpu_slots", "crashes"),
         ),
         ({"visibility": "shared", "conflict_rule": "random"}, ("task_conflicts",)),
+        ({"visibility": "shared", "conflict_rule": "fit_argmax"}, ("task_conflicts",)),
         ({"visibility": "shared", "waiting_charge": "every_viewer"}, ("task_conflicts",)),
         (
             {"visibility": "shared", "conflict_rule": "fit", "collision_mode": "reject"},

@@ -441,6 +441,52 @@ def _shared_job(sim: EdgeClusterSim) -> tuple[int, int, int, int, int]:
     raise AssertionError("no shared job in this workload")
 
 
+def _argmax_round(weights=None) -> tuple[EdgeClusterSim, int, int, int, dict]:
+    """Two agents propose the same shared job on their own clusters under ``fit_argmax``."""
+    sim = _tap(conflict_rule="fit_argmax")
+    j, a1, s1, a2, s2 = _shared_job(sim)
+    lvl = _level(sim, j, 2, 1)
+    actions = np.zeros(6, dtype=np.int64)
+    actions[a1] = sim.encode(s1, 0, lvl)
+    actions[a2] = sim.encode(s2, 0, lvl)
+    state = [r.bit_generator.state for r in sim.rngs]
+    _, info = sim.step(actions, conflict_weights=weights)
+    assert [r.bit_generator.state for r in sim.rngs] == state, "argmax draws nothing"
+    return sim, j, a1, a2, info
+
+
+def test_fit_argmax_gives_a_conflict_to_the_largest_weight_times_fit():
+    sim, j, a1, a2, info = _argmax_round()
+    # fit = min over resources of free / the task's minimum (2 cores, 1 GPU), own cluster
+    fit = [min(sim.capacity[a, 0] / 2.0, sim.capacity[a, 1] / 1.0) for a in (a1, a2)]
+    assert fit[0] != fit[1]
+    assert info["task_conflicts"] == 1
+    assert sim.owner[j] == (a1, a2)[int(np.argmax(fit))]
+    # the weights (the policy's pointer probabilities) multiply in: the smaller fit wins
+    # when its proposer's weight is large enough
+    loser = (a1, a2)[int(np.argmin(fit))]
+    w = np.full(6, 1e-3)
+    w[loser] = 1.0
+    sim, j, *_ = _argmax_round(w)
+    assert sim.owner[j] == loser
+    # equal scores: the lower agent wins
+    w = np.zeros(6)
+    sim, j, a1, a2, _ = _argmax_round(w)
+    assert sim.owner[j] == min(a1, a2)
+
+
+def test_conflict_weights_are_checked():
+    sim = _tap(conflict_rule="fit_argmax")
+    a = np.zeros(6, dtype=np.int64)
+    with pytest.raises(ValueError, match=r"conflict_weights must have the actions' shape"):
+        sim.step(a, conflict_weights=np.ones(5))
+    with pytest.raises(ValueError, match=r"conflict_weights must be finite and >= 0"):
+        sim.step(a, conflict_weights=np.array([1, 1, -1, 1, 1, 1.0]))
+    with pytest.raises(ValueError, match=r"conflict_weights must be finite"):
+        sim.step(a, conflict_weights=np.array([1, 1, np.nan, 1, 1, 1.0]))
+    assert sim.t == 0 and sim.counters.steps == 0  # refused rounds change nothing
+
+
 def test_tapfinger_when_idle_clock_conflicts_and_rewards():
     sim = _tap()
     j, a1, s1, a2, s2 = _shared_job(sim)

@@ -183,7 +183,11 @@ class SimConfig:
     visibility: str = "home"
     """``home``: a job is queued at its home agent. ``shared``: at a random subset of agents."""
     conflict_rule: str = "random"
-    """Winner of a task conflict under ``shared``: ``random`` or ``fit`` (TapFinger's fit)."""
+    """Winner of a task conflict under ``shared``: ``random``; ``fit``, drawn in proportion
+    to the softmax of TapFinger's resource fit; or ``fit_argmax``, the original TapFinger
+    code's rule: the largest weight x fit wins, the weight being the learned policy's
+    pointer probability passed as ``EdgeClusterSim.step(actions, conflict_weights=...)``
+    (1 without it)."""
     tapfinger_min_demand: tuple[tuple[str, float, float], ...] = ()
     """``progress_model='tapfinger'``: (type, cpu, gpu) minimum requirements per task type
     (the original code's per-type ``job_min_requirement``); types not listed need the

@@ -25,7 +25,7 @@ VISIBILITY_MODES = ("home", "shared")
 INVALID_ACTION_MODES = ("raise", "defer")
 TOPOLOGY_KINDS = ("geometric", "eua", "full")
 ARRIVAL_SCOPES = ("node", "cluster")
-CONFLICT_RULES = ("random", "fit")
+CONFLICT_RULES = ("random", "fit", "fit_argmax")
 ALLOC_MODES = ("scale", "grid")
 TRACE_FORMAT_CHOICES = ("auto", "philly", "pollux", "alibaba")
 

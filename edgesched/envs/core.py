@@ -381,11 +381,17 @@ class EdgeClusterSim(
         self._refresh()
 
     # ------------------------------------------------------------------ step
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    def step(
+        self, actions: np.ndarray, conflict_weights: np.ndarray | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         """Apply one decision round of every agent of every copy (the array fast path).
 
         Args:
             actions: int array of shape (N,) (lone) or (B, N) (batched), one action per agent.
+            conflict_weights: optional non-negative weight per agent, same shape, for
+                ``conflict_rule='fit_argmax'``: a contested task goes to the proposer with
+                the largest weight x fit (TapFinger's pointer probability x fit); ignored by
+                the other rules.
 
         Returns:
             ``(rewards, info)``: rewards of the actions' shape, and this step's counters
@@ -430,7 +436,11 @@ class EdgeClusterSim(
         self.invalid_mask = None
         if not self.lone:
             before = {k: self._cnt[k].copy() for k in _PER_COPY_INFO.values()}
-        rewards, info, agents = self._place_actions(self._checked_actions(a.reshape(-1)))
+        self._conflict_w = self._checked_conflict_weights(conflict_weights, shape)
+        try:
+            rewards, info, agents = self._place_actions(self._checked_actions(a.reshape(-1)))
+        finally:
+            self._conflict_w = None  # the weights are this round's only
         if b == 1:
             # one copy: a Python bool instead of (1,) array arithmetic (hot path)
             one = self.cfg.advance == "every_step" or len(agents) == 0

@@ -73,6 +73,9 @@ class PlacementMixin:
     conflicts, collisions, rejections, invalid actions and placements.
     """
 
+    _conflict_w: np.ndarray | None = None
+    """This decision round's per-agent conflict weights (``fit_argmax``), else ``None``."""
+
     def _init_actions(self) -> None:
         cfg = self.cfg
         self._grid = cfg.alloc_mode == "grid"
@@ -335,23 +338,54 @@ class PlacementMixin:
         g[order[contested[cp[order]]]] = np.concatenate(draws)
         return g
 
+    def _checked_conflict_weights(
+        self, weights: np.ndarray | None, shape: tuple[int, ...]
+    ) -> np.ndarray | None:
+        """``step``'s ``conflict_weights`` as a flat float array, or ``None``.
+
+        Raises:
+            ValueError: wrong shape, or a weight that is negative or not finite.
+        """
+        if weights is None:
+            return None
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != shape:
+            raise ValueError(
+                f"conflict_weights must have the actions' shape {shape}; got shape {w.shape}"
+            )
+        if not np.isfinite(w).all() or (w < 0).any():
+            bad = w[~(np.isfinite(w) & (w >= 0))][:3].tolist()
+            raise ValueError(f"conflict_weights must be finite and >= 0; got {bad}")
+        return w.reshape(-1)
+
     def _resolve_conflicts(self, agents, jobs, targets, alloc) -> np.ndarray:
         """Pick one winner per contested job; return a keep-mask over proposals.
 
         ``random``: uniform among the competitors. ``fit``: proportional to the softmax, over
         the competitors, of min over resources of free / minimum demand on the proposer's
         target (TapFinger's fit term, DESIGN §4.4; the policy's pointer probability is the
-        learner's part and multiplies in at the algorithm level).
+        learner's part and multiplies in at the algorithm level). ``fit_argmax`` (the
+        original TapFinger code's rule): the largest weight x fit wins, the weight being
+        the agent's ``conflict_weights`` entry of this round (1 without them); ties go to
+        the lowest agent, and nothing random is drawn.
         """
-        if self.cfg.conflict_rule == "fit":
+        rule = self.cfg.conflict_rule
+        if rule in ("fit", "fit_argmax"):
             free = (self.capacity - self.used)[targets]
             need = np.maximum(self.j_min[jobs], 1e-9)
             score = np.where(self.j_min[jobs] > 0, free / need, np.inf).min(axis=1)
         else:
             score = np.zeros(len(jobs))
-        # Gumbel-max per job draws a winner proportional to softmax(score)
-        g = score + self._gumbel(jobs)
-        order = np.lexsort((-g, jobs))
+        if rule == "fit_argmax":
+            if self._conflict_w is not None:
+                w = self._conflict_w[agents]
+                # 0 x inf (no demand) is a zero weight's proposal: it loses
+                score = np.where(w > 0, w * score, -1.0)
+            order = np.lexsort((agents, -score, jobs))
+        else:
+            # Gumbel-max per job draws a winner proportional to softmax(score)
+            g = score + self._gumbel(jobs)
+            order = np.lexsort((-g, jobs))
         first = np.ones(len(jobs), dtype=bool)
         first[1:] = jobs[order][1:] != jobs[order][:-1]
         keep = np.zeros(len(jobs), dtype=bool)

@@ -316,7 +316,9 @@ def render_tapfinger(tables: dict[str, list[Row]]) -> str | None:
         "not only when the clock advances as in TapFinger's code, and a queued task's reward "
         "cost is charged to one agent (its home), not to every agent that sees it; the "
         "original's rules are options of the scenario (`pending_refill='on_advance'`, "
-        "`waiting_charge='every_viewer'`).",
+        "`waiting_charge='every_viewer'`, and `conflict_rule='fit_argmax'` for the winner "
+        "of a contested task: the largest pointer probability x fit instead of a draw "
+        "in proportion to the fit's softmax).",
         "",
         "Reproduce: the commands in `conf/algo/tapfinger.yaml` and "
         "`conf/benchmark/tapfinger-hetero6.yaml`, then `python -m edgesched.leaderboard "
