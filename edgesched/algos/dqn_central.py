@@ -9,14 +9,20 @@ Choices (documented because the paper gives no details):
 
 * Budget: ``experiment.total_env_steps`` counts the head's decisions (one task each), the
   same number of ``env.step`` calls as the multi-agent learners' decision rounds.
-* SB3's DQN cannot mask actions during training, so training always runs the central view
-  with ``invalid_action='defer'`` (whatever the scenario configuration says): an infeasible
-  choice (a node where the task does not fit now, see the central view's Action section)
-  passes over the task, which costs time, so the head learns to avoid it. At evaluation the
-  greedy choice is taken over the feasible actions only (``action_masks()``), as a real head
-  knows which nodes have room, and the view runs strict (``invalid_action='raise'``): an
-  infeasible choice there is a bug and raises instead of being hidden in a record. Each
-  evaluation row also reports ``invalid_actions`` (0 by construction).
+* Action masking during training (``action_masking``, on in ``conf/algo/dqn_central.yaml``):
+  SB3's DQN has no action masks, so the head sees the central view's ``action_masks()``
+  appended to its observation (:class:`_MaskInObs`); the Q-network drops those columns from
+  its input and sets the Q-values of infeasible actions to ``-1e9``
+  (:class:`_MaskedQNetwork`), so the greedy choice, the bootstrap target's max over next
+  actions and the epsilon-greedy exploration (:class:`_MaskedDQN`) all range over feasible
+  actions only. Without it (the form of the v0 leaderboard entries), training runs the
+  central view with ``invalid_action='defer'``: an infeasible choice passes over the task,
+  which costs time, so the head has to learn to avoid it, and one training seed in three
+  collapsed to "always defer". At evaluation the greedy choice is taken over the feasible
+  actions only in both forms, as a real head knows which nodes have room, and the view runs
+  strict (``invalid_action='raise'``): an infeasible choice there is a bug and raises
+  instead of being hidden in a record. Each evaluation row also reports
+  ``invalid_actions`` (0 by construction).
 * Training workloads: episode ``k`` runs ``train_episode_seed(seed, 0, k)``, disjoint from
   the held-out evaluation workloads like every other learner's.
 * Exploration decays linearly over the whole budget although training runs in chunks (one
@@ -76,6 +82,79 @@ def _scenario_name(spec: EnvSpec) -> str:
     return spec.scenario.rsplit("-v", 1)[0]
 
 
+MASKED_Q = -1e9
+"""Q-value of an infeasible action under ``action_masking`` (finite, so a target's max stays
+finite: the pass action is always feasible)."""
+
+
+class _MaskInObs(gym.ObservationWrapper):
+    """The central view's observation with its feasible-action mask appended (0/1 floats)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        box = env.observation_space
+        n = int(env.action_space.n)
+        self.observation_space = gym.spaces.Box(
+            np.concatenate([np.broadcast_to(box.low, box.shape), np.zeros(n)]).astype(np.float32),
+            np.concatenate([np.broadcast_to(box.high, box.shape), np.ones(n)]).astype(np.float32),
+            dtype=np.float32,
+        )
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        """Observation, then the mask of the feasible actions."""
+        mask = self.env.unwrapped.action_masks().astype(np.float32)
+        return np.concatenate([np.asarray(observation, np.float32), mask])
+
+
+def _masked_parts():
+    """SB3 classes of the masked head, built on first use (SB3 imports torch lazily here)."""
+    from stable_baselines3 import DQN
+    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+    from stable_baselines3.dqn.policies import DQNPolicy, QNetwork
+
+    class DropMask(BaseFeaturesExtractor):
+        """Features: the observation without the appended mask columns."""
+
+        def __init__(self, observation_space: gym.spaces.Box, n_mask: int) -> None:
+            super().__init__(observation_space, int(observation_space.shape[0]) - n_mask)
+            self.n_mask = n_mask
+
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            return obs[:, : -self.n_mask]
+
+    class MaskedQNetwork(QNetwork):
+        """Q-values with infeasible actions at :data:`MASKED_Q`."""
+
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            q = super().forward(obs)
+            feasible = obs[:, -q.shape[1] :] > 0.5
+            return q.masked_fill(~feasible, MASKED_Q)
+
+    class MaskedDQNPolicy(DQNPolicy):
+        """DQN policy whose online and target networks mask infeasible actions."""
+
+        def make_q_net(self) -> MaskedQNetwork:
+            net_args = self._update_features_extractor(self.net_args, features_extractor=None)
+            return MaskedQNetwork(**net_args).to(self.device)
+
+    class MaskedDQN(DQN):
+        """Epsilon-greedy exploration among the feasible actions only."""
+
+        def predict(self, observation, state=None, episode_start=None, deterministic=False):
+            # the same draws as SB3's DQN.predict (numpy's global generator, which SB3 seeds),
+            # restricted to the mask at the end of the observation
+            if not deterministic and np.random.rand() < self.exploration_rate:  # noqa: NPY002
+                obs = np.asarray(observation)
+                n = int(self.action_space.n)
+                masks = obs.reshape(-1, obs.shape[-1])[:, -n:] > 0.5
+                picks = [int(np.random.choice(np.flatnonzero(m))) for m in masks]  # noqa: NPY002
+                action = np.array(picks if obs.ndim > 1 else picks[0])
+                return action, state
+            return super().predict(observation, state, episode_start, deterministic)
+
+    return MaskedDQN, MaskedDQNPolicy, DropMask
+
+
 class DQNCentralTrainer:
     """Train and evaluate the DQN cluster head behind the runner's trainer interface.
 
@@ -119,13 +198,23 @@ class DQNCentralTrainer:
 
         if sim_cfg is None:
             sim_cfg = get_scenario(_scenario_name(self.spec)).config()
-        # DQN explores over every action, feasible or not (see the module docstring)
+        # unmasked, DQN explores over every action, feasible or not (module docstring)
         sim_cfg = sim_cfg.replace(invalid_action="defer")
         self.env = _TrainWorkloads(EdgeSchedCentralEnv(sim_cfg), self.seed)
         c = self.cfg
-        self.model = DQN(
-            "MlpPolicy",
-            self.env,
+        masked = bool(getattr(c, "action_masking", False))
+        policy_kwargs: dict[str, Any] = {"net_arch": [int(h) for h in c.hidden]}
+        algo, policy, env = DQN, "MlpPolicy", self.env
+        if masked:
+            algo, policy, drop = _masked_parts()
+            env = _MaskInObs(self.env)
+            policy_kwargs |= {
+                "features_extractor_class": drop,
+                "features_extractor_kwargs": {"n_mask": int(env.action_space.n)},
+            }
+        self.model = algo(
+            policy,
+            env,
             learning_rate=float(c.lr),
             # a buffer longer than the run never fills, and SB3 allocates it up front (the
             # central view of edge500 has ~5k features: 100k transitions are ~4 GB)
@@ -138,7 +227,7 @@ class DQNCentralTrainer:
             exploration_fraction=float(c.exploration_fraction),
             exploration_final_eps=float(c.exploration_final_eps),
             max_grad_norm=float(c.max_grad_norm),
-            policy_kwargs={"net_arch": [int(h) for h in c.hidden]},
+            policy_kwargs=policy_kwargs,
             seed=self.seed,
             device="cpu",
             verbose=0,
@@ -205,6 +294,8 @@ class DQNCentralTrainer:
     @torch.no_grad()
     def greedy(self, obs: np.ndarray, mask: np.ndarray) -> int:
         """Most valuable feasible action."""
+        if getattr(self.cfg, "action_masking", False):
+            obs = np.concatenate([np.asarray(obs, np.float32), np.asarray(mask, np.float32)])
         q = self.actor(torch.as_tensor(obs[None], dtype=torch.float32))[0].numpy()
         return int(np.where(mask, q, -np.inf).argmax())
 
