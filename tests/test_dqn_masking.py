@@ -1,5 +1,5 @@
 """``dqn_central`` with action masking: the mask reaches the observation, the Q-network, the
-bootstrap targets and the exploration; stored configs from before the key stay unmasked."""
+bootstrap targets and the exploration; stored configs without the key stay unmasked."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def test_exploration_draws_feasible_actions_only():
 
 
 def test_stored_configs_without_the_key_stay_unmasked():
-    assert algo_config("dqn_central").action_masking is True
+    assert algo_config("dqn_central").action_masking is False
     assert config_from_dict({"name": "dqn_central", "lr": 1e-3}).action_masking is False
     assert config_from_dict({"name": "dqn_central", "action_masking": True}).action_masking
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from .base import (
     AlgorithmConfig,
@@ -73,8 +73,7 @@ def config_from_dict(values: Mapping[str, Any]) -> AlgorithmConfig:
 
     Runs written before each algorithm had its own config class stored every algorithm's
     hyperparameters; the keys the algorithm does not have are dropped (it never read them).
-    Keys the config gained later take the class's ``STORED_BEFORE`` value where it has one
-    (the behaviour of the code that wrote the file), else their default.
+    Keys the config gained later take their default, which keeps the stored behaviour.
 
     Args:
         values: the stored ``algo`` node, with its ``name``.
@@ -84,10 +83,7 @@ def config_from_dict(values: Mapping[str, Any]) -> AlgorithmConfig:
     """
     values = dict(values)
     name = str(values.get("name", ""))
-    cls = get_algorithm(name).config_class
-    # keys added after a config was stored take the value that config's behaviour had
-    values = {**getattr(cls, "STORED_BEFORE", {}), **values}
-    known = {f.name for f in dataclasses.fields(cls)}
+    known = {f.name for f in dataclasses.fields(get_algorithm(name).config_class)}
     return algo_config(name, **{k: v for k, v in values.items() if k in known and k != "name"})
 
 
@@ -203,12 +199,9 @@ class DQNCentralConfig(AlgorithmConfig):
         exploration_fraction: DQN share of the budget over which epsilon decays.
         exploration_final_eps: DQN final epsilon.
         action_masking: mask infeasible actions in training (greedy choice, targets and
-            exploration; ``edgesched.algos.dqn_central``). Stored configs from before this
-            key (the v0 leaderboard policies) were unmasked: :attr:`STORED_BEFORE`.
+            exploration; ``edgesched.algos.dqn_central``). Off by default: on edge10-v1 it
+            did not remove the collapse to deferring and scored worse (module docstring).
     """
-
-    STORED_BEFORE: ClassVar[dict[str, Any]] = {"action_masking": False}
-    """Values of keys added later, for stored configs that lack them (:func:`config_from_dict`)."""
 
     name: str = "dqn_central"
     lr: float = 5e-4
@@ -222,7 +215,7 @@ class DQNCentralConfig(AlgorithmConfig):
     target_update_interval: int = 2_000
     exploration_fraction: float = 0.3
     exploration_final_eps: float = 0.05
-    action_masking: bool = True
+    action_masking: bool = False
 
 
 def _dqn_central(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:
