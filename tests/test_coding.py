@@ -192,3 +192,64 @@ def test_loads_below_the_bound_are_rejected():
         hgc_iteration_times((3, 3), 1, 1, unit, loads=[0.3, 0.3])
     ok = hgc_iteration_times((3, 3), 1, 1, unit, loads=[4 / 6, 4 / 6])
     assert ok.shape == (10,)
+
+
+# ------------------------------------------------------------------ per-edge tolerances
+@pytest.mark.parametrize(("m", "s_e", "s_w"), [((2, 3), 1, (1, 2)), ((3, 1, 2), 1, (2, 0, 1))])
+def test_per_edge_tolerances_decode_every_allowed_pattern(m, s_e, s_w):
+    rng = np.random.default_rng(3)
+    code = build_hgc(m, s_e, s_w, rng)
+    assert code.s_w_edges == s_w and np.isnan(code.bound) and not code.bound_met
+    # worker (i, j) computes s_w[i] + 1 of its edge's m_i sub-parts
+    for i, mi in enumerate(m):
+        assert code.loads[i] == pytest.approx(
+            (s_w[i] + 1) / mi * code.p[code.edge_partitions(i)].sum()
+        )
+        assert len(code.worker_subparts(i, 0)) == s_w[i] + 1
+    g = rng.standard_normal((code.n, 4))
+    messages = code.encode(_sub_gradients(code, g, rng))
+    seen = set()
+    for edge_alive, worker_alive in allowed_patterns(code):
+        out = code.decode(messages, edge_alive, worker_alive)
+        np.testing.assert_allclose(out, g.sum(axis=0), rtol=1e-9, atol=1e-9)
+        for i, w in enumerate(worker_alive):
+            assert (~w).sum() <= s_w[i]
+        seen.add((tuple(edge_alive.tolist()), tuple(tuple(w.tolist()) for w in worker_alive)))
+    # one more straggler than an edge tolerates is reported, not decoded wrongly
+    alive = [np.ones(mi, bool) for mi in m]
+    i = int(np.argmax(np.array(s_w) < np.array(m) - 0))
+    alive[i][: s_w[i] + 1] = False
+    with pytest.raises(UndecodableError):
+        code.decode(messages, np.ones(len(m), bool), alive)
+
+
+def test_per_edge_tolerances_are_checked():
+    with pytest.raises(ValueError, match=r"one tolerance per edge \(2 edges\)"):
+        build_hgc((2, 3), 0, (1, 1, 1))
+    with pytest.raises(ValueError, match=r"edge 0 has 2 workers; need 0 <= s_w\[i\] < m\[i\]"):
+        build_hgc((2, 3), 0, (2, 1))
+
+
+def test_jncss_on_the_uneven_cluster_matches_or_beats_flat_coding():
+    """Uneven edges (2, 3, 5, 6): one tolerance for all stops at uncoded under heavy
+    stragglers while flat coding gains; per-edge tolerances get at least flat's gain."""
+    m = (2, 3, 5, 6)
+    total = sum(m)
+    for sev in (10.0, 30.0):
+        rng = np.random.default_rng(0)
+        draw = shifted_exponential(1.0, sev)
+        unit = draw(rng, (1500, total))
+        edge = 0.2 * draw(rng, (1500, len(m))) / total
+        uncoded = uncoded_iteration_times(m, unit, edge_comm=edge).mean()
+        flat = min(flat_gc_iteration_times(m, s, unit, edge_comm=edge).mean() for s in range(total))
+        uniform = optimize_hgc(m, unit, edge_comm=edge)
+        jn = optimize_hgc(m, unit, edge_comm=edge, method="jncss")
+        assert jn.expected_time <= min(uncoded, uniform.expected_time) * (1 + 1e-12)
+        assert jn.expected_time <= flat * (1 + 1e-9)
+        assert isinstance(jn.s_w, tuple) and len(jn.s_w) == len(m)
+        # the answer's time is that of the code it names
+        again = hgc_iteration_times(m, jn.s_e, jn.s_w, unit, edge_comm=edge).mean()
+        assert again == pytest.approx(jn.expected_time) or jn.weighting == "speed"
+    # full replication is flat coding with s = M - 1 exactly
+    rep = hgc_iteration_times(m, len(m) - 1, tuple(x - 1 for x in m), unit, edge_comm=edge)
+    np.testing.assert_allclose(rep, flat_gc_iteration_times(m, total - 1, unit, edge_comm=edge))

@@ -127,18 +127,20 @@ class HGCCode:
     Attributes:
         m: workers per edge.
         s_e: tolerated straggling edges.
-        s_w: tolerated straggling workers per edge.
+        s_w: tolerated straggling workers per edge: one for every edge, or a tuple with
+            each edge's own (per-edge tolerances, :func:`optimize_hgc` ``method='jncss'``).
         b: edge-level code (n x n).
         c: worker-level code of each edge (m_i x m_i).
         p: partition sizes (fractions of the data, sum 1).
         loads: per edge, each worker's fraction of the whole dataset.
-        bound: the trade-off bound ``(s_e+1)(s_w+1)/M``.
+        bound: the trade-off bound ``(s_e+1)(s_w+1)/M`` (NaN with per-edge tolerances, for
+            which the paper states none).
         bound_met: whether every worker's load equals the bound.
     """
 
     m: tuple[int, ...]
     s_e: int
-    s_w: int
+    s_w: int | tuple[int, ...]
     b: np.ndarray
     c: list[np.ndarray]
     p: np.ndarray
@@ -151,13 +153,18 @@ class HGCCode:
         """Number of edges."""
         return len(self.m)
 
+    @property
+    def s_w_edges(self) -> tuple[int, ...]:
+        """Tolerated straggling workers of each edge."""
+        return _per_edge(self.s_w, len(self.m))
+
     def edge_partitions(self, i: int) -> np.ndarray:
         """Partitions covered by edge ``i``."""
         return (i + np.arange(self.s_e + 1)) % self.n
 
     def worker_subparts(self, i: int, j: int) -> np.ndarray:
         """Sub-parts (of each of edge ``i``'s partitions) computed by its worker ``j``."""
-        return (j + np.arange(self.s_w + 1)) % self.m[i]
+        return (j + np.arange(self.s_w_edges[i] + 1)) % self.m[i]
 
     def encode(self, sub_grads: list[np.ndarray]) -> list[np.ndarray]:
         """Workers' messages from sub-part gradients.
@@ -195,10 +202,20 @@ class HGCCode:
         return a @ np.array(e)
 
 
+def _per_edge(s_w: int | Sequence[int], n: int) -> tuple[int, ...]:
+    """A worker tolerance for every edge: ``s_w`` repeated, or the given per-edge tuple."""
+    if isinstance(s_w, int | np.integer):
+        return (int(s_w),) * n
+    out = tuple(int(x) for x in s_w)
+    if len(out) != n:
+        raise ValueError(f"s_w={list(out)}: need one tolerance per edge ({n} edges)")
+    return out
+
+
 def build_hgc(
     m: Sequence[int],
     s_e: int,
-    s_w: int,
+    s_w: int | Sequence[int],
     rng: np.random.Generator | None = None,
     weights: Sequence[float] | None = None,
 ) -> HGCCode:
@@ -207,7 +224,8 @@ def build_hgc(
     Args:
         m: workers per edge (each >= 1).
         s_e: straggling edges to tolerate (``0 <= s_e < len(m)``).
-        s_w: straggling workers to tolerate in every edge (``0 <= s_w < min(m)``).
+        s_w: straggling workers to tolerate in every edge (``0 <= s_w < min(m)``), or a
+            sequence with each edge's own (``0 <= s_w[i] < m[i]``).
         rng: generator for the random code matrices (default: seed 0).
         weights: per-edge data weights (default ``m``; see :func:`partition_sizes`).
 
@@ -221,18 +239,26 @@ def build_hgc(
         raise ValueError(f"m={m}: every edge needs at least one worker (empty edge)")
     if not 0 <= s_e < len(m):
         raise ValueError(f"s_e={s_e} must satisfy 0 <= s_e < number of edges ({len(m)})")
-    if not 0 <= s_w < min(m):
+    uniform = isinstance(s_w, int | np.integer)
+    if uniform and not 0 <= s_w < min(m):
         raise ValueError(f"s_w={s_w} must satisfy 0 <= s_w < the smallest edge's {min(m)} workers")
+    sws = _per_edge(s_w, len(m))
+    bad = [i for i, (x, mi) in enumerate(zip(sws, m, strict=True)) if not 0 <= x < mi]
+    if bad:
+        raise ValueError(
+            f"s_w={list(sws)}: edge {bad[0]} has {m[bad[0]]} workers; need 0 <= s_w[i] < m[i]"
+        )
     rng = rng if rng is not None else np.random.default_rng(0)
     b = cyclic_gc_matrix(len(m), s_e, rng)
-    c = [cyclic_gc_matrix(mi, s_w, rng) for mi in m]
+    c = [cyclic_gc_matrix(mi, x, rng) for mi, x in zip(m, sws, strict=True)]
     p, exact = partition_sizes(m, s_e, weights)
     loads = [
-        (s_w + 1) / mi * float(p[(i + np.arange(s_e + 1)) % len(m)].sum()) for i, mi in enumerate(m)
+        (sws[i] + 1) / mi * float(p[(i + np.arange(s_e + 1)) % len(m)].sum())
+        for i, mi in enumerate(m)
     ]
-    bound = (s_e + 1) * (s_w + 1) / sum(m)
-    met = exact and weights is None and max(loads) <= bound * (1 + 1e-9)
-    return HGCCode(m, s_e, s_w, b, c, p, loads, bound, bool(met))
+    bound = (s_e + 1) * (int(s_w) + 1) / sum(m) if uniform else float("nan")
+    met = uniform and exact and weights is None and max(loads) <= bound * (1 + 1e-9)
+    return HGCCode(m, s_e, int(s_w) if uniform else sws, b, c, p, loads, bound, bool(met))
 
 
 def allowed_patterns(code: HGCCode):
@@ -244,9 +270,9 @@ def allowed_patterns(code: HGCCode):
         edge_alive = np.ones(n, bool)
         edge_alive[list(dead_e)] = False
         per_edge = []
-        for mi in code.m:
+        for mi, tol in zip(code.m, code.s_w_edges, strict=True):
             opts = []
-            for r in range(code.s_w + 1):
+            for r in range(tol + 1):
                 for dead in itertools.combinations(range(mi), r):
                     alive = np.ones(mi, bool)
                     alive[list(dead)] = False
@@ -290,7 +316,7 @@ def _kth_smallest(x: np.ndarray, k: int) -> np.ndarray:
 def hgc_iteration_times(
     m: Sequence[int],
     s_e: int,
-    s_w: int,
+    s_w: int | Sequence[int],
     unit: np.ndarray,
     speed: np.ndarray | None = None,
     loads: Sequence[float] | None = None,
@@ -301,7 +327,7 @@ def hgc_iteration_times(
     Args:
         m: workers per edge.
         s_e: tolerated straggling edges.
-        s_w: tolerated straggling workers per edge.
+        s_w: tolerated straggling workers per edge (one for all, or one per edge).
         unit: (samples, M) seconds per unit of data of each worker (workers edge-major).
         speed: (M,) relative worker speeds (default 1).
         loads: per-edge worker load (default: the construction's, :func:`build_hgc`).
@@ -311,12 +337,14 @@ def hgc_iteration_times(
         (samples,) seconds per iteration: each edge waits for its ``m_i - s_w`` fastest
         workers, the master for its ``n - s_e`` fastest edges.
     """
+    sws = _per_edge(s_w, len(m))
     if loads is None:
         loads = build_hgc(m, s_e, s_w).loads
     else:
         # every data point must be computed (s_e+1)(s_w+1) times for the code to tolerate
-        # the stragglers, i.e. the mean load is at least the trade-off bound
-        need = (s_e + 1) * (s_w + 1)
+        # the stragglers, i.e. the mean load is at least the trade-off bound (with per-edge
+        # tolerances, at least the smallest edge's count: a necessary condition)
+        need = (s_e + 1) * (min(sws) + 1)
         have = float(np.dot(m, loads))
         if len(loads) != len(m) or have < need * (1 - 1e-9):
             raise ValueError(
@@ -328,7 +356,7 @@ def hgc_iteration_times(
     start = 0
     for i, mi in enumerate(m):
         t = unit[:, start : start + mi] * (loads[i] / speed[start : start + mi])
-        edge_t[:, i] = _kth_smallest(t, mi - s_w)
+        edge_t[:, i] = _kth_smallest(t, mi - sws[i])
         start += mi
     edge_t += edge_comm
     return _kth_smallest(edge_t, len(m) - s_e)
@@ -386,7 +414,7 @@ class HGCChoice:
     """An optimizer's answer: tolerances, their expected iteration time, evaluations made."""
 
     s_e: int
-    s_w: int
+    s_w: int | tuple[int, ...]
     expected_time: float
     evaluations: int
     weighting: str = "workers"
@@ -420,34 +448,46 @@ def optimize_hgc(
     ``(s_w+1)`` multiplies every worker's load and waiting on fewer workers only pays under
     heavy tails, so the time is typically non-monotone in ``s_w``: a plain one-step
     neighbour search stops at uncoded.
+
+    ``jncss`` (after the paper's joint optimization for uneven edges) gives every edge its
+    own worker tolerance ``s_w[i] < m[i]`` (the answer's ``s_w`` is then a tuple): with one
+    tolerance for all, an uneven cluster is held to its smallest edge's, and a large edge
+    cannot wait for only its fastest workers. It runs the same coordinate descent over
+    ``(s_e, s_w[0], ..., s_w[n-1])`` from the best of three starts: uncoded, the uniform
+    ``greedy`` answer, and full replication ``(n-1, m_i-1)``, where every worker computes
+    all the data and the master waits for the fastest worker: exactly flat coding's
+    largest tolerance (:func:`flat_gc_iteration_times` with ``s = M - 1``). So the answer is
+    never worse than uncoded, the uniform answer or that flat code.
     """
     n, mmin = len(m), min(m)
     speed_arr = np.ones(sum(m)) if speed is None else np.asarray(speed, float)
     bounds = np.cumsum((0, *m))
     w = np.array([speed_arr[bounds[i] : bounds[i + 1]].sum() for i in range(n)])
-    cache: dict[tuple[int, int], tuple[float, str]] = {}
+    cache: dict[tuple, tuple[float, str]] = {}
 
-    def score_w(se: int, sw: int) -> tuple[float, str]:
+    def score_w(se: int, sw: int | tuple[int, ...]) -> tuple[float, str]:
         if (se, sw) not in cache:
+            sws = _per_edge(sw, n)
             best_w = (np.inf, "")
             for name, weights in (("workers", np.asarray(m, float)), ("speed", w)):
                 p, _ = partition_sizes(m, se, weights)
                 loads = [
-                    (sw + 1) / m[i] * float(p[(i + np.arange(se + 1)) % n].sum()) for i in range(n)
+                    (sws[i] + 1) / m[i] * float(p[(i + np.arange(se + 1)) % n].sum())
+                    for i in range(n)
                 ]
                 t = float(hgc_iteration_times(m, se, sw, unit, speed_arr, loads, edge_comm).mean())
                 best_w = min(best_w, (t, name))
             cache[(se, sw)] = best_w
         return cache[(se, sw)]
 
-    def score(se: int, sw: int) -> float:
+    def score(se: int, sw: int | tuple[int, ...]) -> float:
         return score_w(se, sw)[0]
 
     if method == "exhaustive":
         best = min(
             ((se, sw) for se in range(n) for sw in range(mmin)), key=lambda x: (score(*x), x)
         )
-    elif method == "greedy":
+    elif method in ("greedy", "jncss"):
         best = (0, 0)
         while True:
             line = [(se, best[1]) for se in range(n)] + [(best[0], sw) for sw in range(mmin)]
@@ -455,6 +495,30 @@ def optimize_hgc(
             if score(*cand) >= score(*best):
                 break
             best = cand
+        if method == "jncss":
+            best = _jncss_descent(m, score, best)
     else:
-        raise ValueError(f"method={method!r}; use 'greedy' or 'exhaustive'")
+        raise ValueError(f"method={method!r}; use 'greedy', 'exhaustive' or 'jncss'")
     return HGCChoice(best[0], best[1], score(*best), len(cache), score_w(*best)[1])
+
+
+def _jncss_descent(
+    m: Sequence[int], score: Callable[[int, tuple[int, ...]], float], uniform: tuple[int, int]
+) -> tuple[int, tuple[int, ...]]:
+    """Coordinate descent over ``(s_e, s_w[0..n-1])`` (see :func:`optimize_hgc`, ``jncss``)."""
+    n = len(m)
+    starts = [
+        (0, (0,) * n),
+        (uniform[0], (uniform[1],) * n),
+        (n - 1, tuple(mi - 1 for mi in m)),  # full replication = flat coding with s = M - 1
+    ]
+    best = min(starts, key=lambda x: (score(*x), x))
+    while True:
+        se, sws = best
+        line = [(e, sws) for e in range(n)]
+        for i, mi in enumerate(m):
+            line += [(se, (*sws[:i], v, *sws[i + 1 :])) for v in range(mi)]
+        cand = min(line, key=lambda x: (score(*x), x))
+        if score(*cand) >= score(*best):
+            return best
+        best = cand
