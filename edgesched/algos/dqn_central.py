@@ -80,7 +80,8 @@ class _TrainWorkloads(gym.Wrapper):
 
 
 def _scenario_name(spec: EnvSpec) -> str:
-    return spec.scenario.rsplit("-v", 1)[0]
+    """The spec's versioned scenario id (a run of an earlier version stays on it)."""
+    return spec.scenario
 
 
 MASKED_Q = -1e9

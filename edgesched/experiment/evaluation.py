@@ -355,7 +355,8 @@ def evaluate_trainer(
     """
     if get_algorithm(name).own_view:
         overrides = strict_overrides(dict(scenario.overrides))
-        return trainer.evaluate(scenario.name, overrides, eval_seeds, episodes)
+        # the versioned id: a run of an earlier version evaluates on that version
+        return trainer.evaluate(scenario.id, overrides, eval_seeds, episodes)
     policy = LearnedScheduler(scenario.spec, trainer, name, shield, shield_kwargs)
     return evaluate_scheduler(
         policy, scenario, None, eval_seeds, episodes, shield=shield, shield_kwargs=shield_kwargs

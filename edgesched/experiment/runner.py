@@ -373,6 +373,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         metrics: list[dict[str, Any]] = []
         env_steps, wall_offset = 0, 0.0
         finished: list[dict[str, Any]] = []
+        curve: list[dict[str, Any]] = []
         if mode == "resume":
             ckpt = _load_checkpoint(ckpt_path)
             diff = _config_diff(ckpt["config"], _comparable(cfg))
@@ -391,6 +392,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             metrics = list(ckpt["metrics"])
             env_steps, wall_offset = int(ckpt["env_steps"]), float(ckpt["wall_time"])
             finished = list(ckpt["finished"])
+            curve = list(ckpt.get("curve", []))
     except Exception:
         if mode == "new":
             _remove_if_empty(run_dir)  # an explicit run_dir that nothing went into
@@ -449,17 +451,25 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                 "env_steps": env_steps,
                 "wall_time": time.perf_counter() - t0,
                 "finished": finished,
+                "curve": curve,
                 "commit": commit,
             },
             buf,
         )
         atomic_write_bytes(ckpt_path, buf.getvalue())
 
+    curve_every = int(exp.get("curve_every", 0))
+    curve_seeds = _curve_seeds(exp)
+
     try:
         while trainer.updates < n_updates:
             batch = trainer.collect(vec, int(exp.rollout_steps))
             stats = trainer.update(batch, progress=trainer.updates / n_updates)
             env_steps += per_update
+            if curve_every and trainer.updates % curve_every == 0 and trainer.updates < n_updates:
+                point = _curve_point(cfg, scenario, trainer, curve_seeds, int(exp.eval_episodes))
+                curve.append({"update": trainer.updates, "env_steps": env_steps, **point})
+                stats = {**stats, "heldout_jct_mean": point["jct_mean"]}
             finished += [
                 {k: e[k] for k in ("jct_mean", "collisions_proposed", "episode_return_mean")}
                 for e in batch["episodes"]
@@ -519,10 +529,91 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "env_steps": env_steps,
         "wall_time": metrics[-1]["wall_time"] if metrics else 0.0,
     }
+    if curve_every:
+        # the final evaluation is the curve's last point (on the curve's seeds)
+        rows = [r for r in record["per_episode"] if r["eval_seed"] in curve_seeds]
+        final = _curve_summary(rows, curve_seeds)
+        record["curve"] = {
+            "every": curve_every,
+            "seeds": curve_seeds,
+            "episodes": int(exp.eval_episodes),
+            "points": [*curve, {"update": trainer.updates, "env_steps": env_steps, **final}],
+        }
     atomic_write_json(run_dir / "eval.json", record)
     logger.finish(record["summary"])
     console.finish(record["summary"], len(exp.eval_seeds), int(exp.eval_episodes), run_dir)
     return record["summary"]
+
+
+def _curve_seeds(exp: DictConfig) -> list[int]:
+    """The evaluation seeds of the learning curve's points (the first ``curve_seeds``)."""
+    k = int(exp.get("curve_seeds", 0))
+    seeds = [int(s) for s in exp.eval_seeds]
+    return seeds[:k] if k else seeds
+
+
+def _curve_summary(rows: list[dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
+    """Mean JCT per curve seed (over its episodes) and over all."""
+    per_seed = [float(np.mean([r["jct_mean"] for r in rows if r["eval_seed"] == s])) for s in seeds]
+    return {"jct_mean": float(np.mean(per_seed)), "per_seed": per_seed}
+
+
+def _curve_point(
+    cfg: DictConfig, scenario: ScenarioHandle, trainer: Any, seeds: list[int], episodes: int
+) -> dict[str, Any]:
+    """A held-out evaluation during training that leaves every random generator as it was.
+
+    Evaluation draws from torch's, numpy's and Python's global generators (sampled
+    policies, SB3's exploration) and may reseed the trainer's own (TapFinger seeds its
+    sampling per evaluation episode), so all of them are saved and restored: a run with a
+    curve trains exactly as one without.
+    """
+    import random
+
+    import torch
+
+    states = (torch.get_rng_state(), np.random.get_state(), random.getstate())  # noqa: NPY002
+    own = _trainer_generators(trainer)
+    try:
+        result = evaluate_trainer(
+            trainer,
+            str(cfg.algo.name),
+            scenario,
+            seeds,
+            episodes,
+            shield=cfg.shield.name,
+            shield_kwargs=shield_kwargs(cfg.shield),
+        )
+    finally:
+        torch.set_rng_state(states[0])
+        np.random.set_state(states[1])  # noqa: NPY002
+        random.setstate(states[2])
+        for holder, attr, gen, state in own:
+            setattr(holder, attr, gen)  # a reseed may have bound a new generator
+            if isinstance(gen, np.random.Generator):
+                gen.bit_generator.state = state
+            else:
+                gen.set_state(state)
+    return _curve_summary(result["per_episode"], seeds)
+
+
+def _trainer_generators(trainer: Any) -> list[tuple[Any, str, Any, Any]]:
+    """``(holder, attribute, generator, its state)`` of the random generators a trainer holds.
+
+    Looks at the trainer's attributes and one level into the objects they hold (adapters
+    wrap the learner), for numpy and torch generators.
+    """
+    import torch
+
+    out = []
+    holders = [trainer, *(v for v in vars(trainer).values() if hasattr(v, "__dict__"))]
+    for holder in holders:
+        for attr, value in list(vars(holder).items()):
+            if isinstance(value, np.random.Generator):
+                out.append((holder, attr, value, value.bit_generator.state))
+            elif isinstance(value, torch.Generator):
+                out.append((holder, attr, value, value.get_state()))
+    return out
 
 
 def _evaluate_and_record(

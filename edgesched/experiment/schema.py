@@ -202,6 +202,12 @@ class ExperimentConfig:
         log_every: updates between two progress lines when the output is not a terminal
             (logs, CI, SLURM, nohup); 0 prints about 20 lines per run. A terminal shows a
             progress bar instead. Console output never changes the results.
+        curve_every: updates between two held-out evaluations of the learning curve (0: none);
+            the points (and the final evaluation) go to ``eval.json``'s ``curve`` block,
+            which the leaderboards aggregate into sample-efficiency curves. Evaluating saves
+            and restores every random generator, so the training itself is unchanged.
+        curve_seeds: how many of ``eval_seeds`` (the first ones) each curve point uses (0:
+            all).
     """
 
     name: str = "default"
@@ -214,6 +220,8 @@ class ExperimentConfig:
     env_max_slots: int = 0
     threads: int = 1
     log_every: int = 0
+    curve_every: int = 0
+    curve_seeds: int = 0
 
 
 @dataclass
@@ -517,6 +525,13 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         "threads",
     ):
         _check(int(e[key]) > 0, f"experiment.{key}", e[key], "need a positive integer")
+    for key in ("curve_every", "curve_seeds"):  # configs written before the keys lack them
+        _check(
+            int(e.get(key, 0)) >= 0,
+            f"experiment.{key}",
+            e.get(key, 0),
+            "need an integer >= 0 (0: " + ("no curve)" if key == "curve_every" else "all)"),
+        )
     log_every = e.get("log_every", 0)  # configs written before the key existed lack it
     _check(
         int(log_every) >= 0,

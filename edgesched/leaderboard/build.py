@@ -26,6 +26,7 @@ import numpy as np
 from edgesched.experiment.io import atomic_write_bytes, atomic_write_text
 
 from . import stats
+from .curves import entry_curve, render_curves_md, render_curves_png
 from .records import Record, RecordError, group_tables, load_records
 from .table import Row, _ci, _f, _n_seeds
 
@@ -162,6 +163,7 @@ def compute_rows(recs: list[Record], reference: str = REFERENCE) -> list[Row]:
                 fingerprint=json.dumps(
                     [(r.data["eval_seeds"], r.data["per_episode"]) for r in group], sort_keys=True
                 ),
+                curve=entry_curve(group) if learned else None,
             )
         )
     rows.sort(key=lambda r: (r.mean.value, r.algo, r.shield))
@@ -306,6 +308,9 @@ def render_markdown(
         f"![{name}]({name}.png)",
         "",
     ]
+    curves = render_curves_md(rows)
+    if curves:
+        lines += [*curves, f"![{name} sample efficiency]({name}_curves.png)", ""]
     return "\n".join(lines)
 
 
@@ -509,6 +514,10 @@ def build(
         if plots:
             atomic_write_bytes(out / f"{name}.png", render_png(scenario_id, shown))
             written.append(out / f"{name}.png")
+            png = render_curves_png(scenario_id, shown)
+            if png is not None:
+                atomic_write_bytes(out / f"{name}_curves.png", png)
+                written.append(out / f"{name}_curves.png")
     atomic_write_text(out / "coverage.md", render_coverage(tables))
     written.append(out / "coverage.md")
     from .studies import render_rlpto, render_srole, render_tapfinger

@@ -6,6 +6,7 @@ A module of its own so that the board builder and the study pages import it, not
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,9 @@ class Row:
     aliases: tuple[str, ...] = ()
     """Other heuristics whose records on this board are identical to this one's."""
     fingerprint: str = field(default="", repr=False)
+    curve: Any = field(default=None, repr=False)
+    """The entry's :class:`~edgesched.leaderboard.curves.Curve` (learned entries whose runs
+    recorded one), else ``None``."""
     """Canonical text of the entry's per-episode records (equal text: identical records)."""
 
     @property
