@@ -545,6 +545,21 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     return record["summary"]
 
 
+def _heldout(
+    cfg: DictConfig, scenario: ScenarioHandle, trainer: Any, seeds: list[int], episodes: int
+) -> dict[str, Any]:
+    """The run's trainer evaluated on held-out ``seeds`` behind the run's shield."""
+    return evaluate_trainer(
+        trainer,
+        str(cfg.algo.name),
+        scenario,
+        seeds,
+        episodes,
+        shield=cfg.shield.name,
+        shield_kwargs=shield_kwargs(cfg.shield),
+    )
+
+
 def _curve_seeds(exp: DictConfig) -> list[int]:
     """The evaluation seeds of the learning curve's points (the first ``curve_seeds``)."""
     k = int(exp.get("curve_seeds", 0))
@@ -575,15 +590,7 @@ def _curve_point(
     states = (torch.get_rng_state(), np.random.get_state(), random.getstate())  # noqa: NPY002
     own = _trainer_generators(trainer)
     try:
-        result = evaluate_trainer(
-            trainer,
-            str(cfg.algo.name),
-            scenario,
-            seeds,
-            episodes,
-            shield=cfg.shield.name,
-            shield_kwargs=shield_kwargs(cfg.shield),
-        )
+        result = _heldout(cfg, scenario, trainer, seeds, episodes)
     finally:
         torch.set_rng_state(states[0])
         np.random.set_state(states[1])  # noqa: NPY002
@@ -625,15 +632,7 @@ def _evaluate_and_record(
     config: dict[str, Any],
 ) -> dict[str, Any]:
     """Evaluate a trained actor on held-out seeds and wrap the result in the common record."""
-    result = evaluate_trainer(
-        trainer,
-        str(cfg.algo.name),
-        scenario,
-        seeds,
-        episodes,
-        shield=cfg.shield.name,
-        shield_kwargs=shield_kwargs(cfg.shield),
-    )
+    result = _heldout(cfg, scenario, trainer, seeds, episodes)
     return make_record(
         scenario=scenario,
         algo=algo_label(cfg.algo),

@@ -28,7 +28,7 @@ from edgesched.experiment.io import atomic_write_bytes, atomic_write_text
 from . import stats
 from .curves import entry_curve, render_curves_md, render_curves_png
 from .records import Record, RecordError, group_tables, load_records
-from .table import Row, _ci, _f, _n_seeds
+from .table import Row, _ci, _f, _n_seeds, png_bytes
 
 REFERENCE = "random"
 
@@ -460,11 +460,7 @@ def render_png(scenario_id: str, rows: list[Row]) -> bytes:
     ax2.set_title("CDF of per-episode mean JCT (solid: learned)")
     ax2.legend(fontsize=7, loc="lower right")
     ax2.grid(alpha=0.3)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    return buf.getvalue()
+    return png_bytes(fig)
 
 
 def build(

@@ -11,14 +11,13 @@ as for the board's own columns).
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import stats
 from .records import Record
-from .table import Row, _ci
+from .table import Row, _ci, png_bytes
 
 
 @dataclass(frozen=True)
@@ -118,12 +117,7 @@ def render_curves_png(scenario_id: str, rows: list[Row]) -> bytes | None:
     ax.set_ylabel("held-out mean JCT (slots)")
     ax.set_title(f"{scenario_id}: sample efficiency (95% CI over training seeds)", fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    # no timestamp in the file: the same records give the same bytes
-    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    return buf.getvalue()
+    return png_bytes(fig, dpi=100)
 
 
 __all__ = ["Curve", "entry_curve", "render_curves_md", "render_curves_png"]

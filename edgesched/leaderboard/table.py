@@ -49,6 +49,22 @@ class Row:
         return " = ".join((self.algo, *self.aliases))
 
 
+def png_bytes(fig: Any, dpi: int = 110) -> bytes:
+    """A matplotlib figure as PNG bytes (then closed), without a timestamp in the file.
+
+    So the same data give the same bytes.
+    """
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
 def _f(x: float, nd: int) -> str:
     return NA if x is None or not np.isfinite(x) else f"{x:.{nd}f}"
 
