@@ -14,6 +14,7 @@ import pytest
 from conftest import DATA_DIR, needs_data
 
 import edgesched
+import edgesched.data as edgesched_data
 from edgesched.data import (
     DATA_FILES,
     DataFetchError,
@@ -47,7 +48,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("EDGESCHED_DATA_DIR", raising=False)
     monkeypatch.delenv("EDGESCHED_DATA_MIRROR", raising=False)
     monkeypatch.setenv("EDGESCHED_CACHE_DIR", str(cache))
-    monkeypatch.setattr(topo, "_checkout_data_dir", lambda: None)
+    monkeypatch.setattr(edgesched_data, "_checkout_data_dir", lambda: None)
     return cache
 
 
@@ -120,7 +121,7 @@ def test_search_order_and_the_none_switch(isolated, tmp_path, monkeypatch):
     assert topo.locate_data_dir() == (isolated, "the fetch cache")
     checkout = tmp_path / "shared-data"
     checkout.mkdir()
-    monkeypatch.setattr(topo, "_checkout_data_dir", lambda: checkout)
+    monkeypatch.setattr(edgesched_data, "_checkout_data_dir", lambda: checkout)
     assert topo.find_data_dir() == checkout  # ../shared/data comes before the cache
     env = tmp_path / "env-data"
     env.mkdir()

@@ -11,7 +11,7 @@ URL it comes from (pinned to a commit), its SHA-256, license and citation. ::
 
 Files are downloaded with pooch (SHA-256 checked, retried; a download whose hash does not
 match is deleted, never kept) into the per-user cache, laid out like the real-data folder,
-so :func:`edgesched.envs.topology.find_data_dir` finds it there.
+so :func:`find_data_dir` finds it there.
 
 Environment variables:
     ``EDGESCHED_DATA_DIR``: the real-data folder to use; ``none`` means no folder at all
@@ -172,6 +172,84 @@ def cache_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("edgesched"))
+
+
+def _checkout_data_dir() -> Path | None:
+    """``../shared/data`` next to the source checkout this package runs from, if any."""
+    root = Path(__file__).resolve().parents[2]  # edgesched/data/__init__.py -> checkout
+    # only a source checkout (pyproject.toml at its root) has a ../shared/data of its own;
+    # an installed package's parent folders are site-packages and the like
+    if (root / "pyproject.toml").is_file() and (root.parent / "shared" / "data").is_dir():
+        return root.parent / "shared" / "data"
+    return None
+
+
+def locate_data_dir(explicit: str = "") -> tuple[Path | None, str]:
+    """Locate the real-data folder and say where it came from.
+
+    Order: ``explicit`` (the ``data_dir`` parameter), then ``$EDGESCHED_DATA_DIR``, then
+    ``../shared/data`` next to a source checkout, then the per-user fetch cache filled by
+    ``python -m edgesched.data fetch`` (``$EDGESCHED_CACHE_DIR`` overrides its place). An
+    explicit folder or ``$EDGESCHED_DATA_DIR``, when set, is the only place looked at, so a
+    typo fails instead of silently reading other data; the value ``none`` means no
+    real-data folder at all (a machine without data, even next to ``../shared/data``).
+
+    Args:
+        explicit: folder given by the caller; empty for none.
+
+    Returns:
+        The folder (``None`` when there is none) and a phrase naming its origin, or why
+        there is none, for messages.
+    """
+    for value, origin in ((explicit, "data_dir"), (os.environ.get(ENV_DATA_DIR, ""), None)):
+        if not value:
+            continue
+        origin = origin or f"${ENV_DATA_DIR}"
+        if value.strip().lower() == NO_DATA:
+            return None, f"{origin}={value!r} disables the real-data folder"
+        folder = Path(os.path.expanduser(value))
+        if folder.is_dir():
+            return folder, f"{origin}={value!r}"
+        return None, f"{origin}={value!r} does not exist"
+    checkout = _checkout_data_dir()
+    if checkout is not None:
+        return checkout, "../shared/data next to the source checkout"
+    cache = cache_dir()
+    if cache.is_dir():
+        return cache, "the fetch cache"
+    return None, (
+        f"no real-data folder found (no data_dir, no ${ENV_DATA_DIR}, no ../shared/data next "
+        f"to a source checkout, no fetch cache at {cache})"
+    )
+
+
+def find_data_dir(explicit: str = "") -> Path | None:
+    """Locate the real-data folder, or return ``None`` when none exists.
+
+    Looks at ``explicit``, then ``$EDGESCHED_DATA_DIR`` (``none``: no folder), then
+    ``../shared/data`` next to a source checkout, then the fetch cache; see
+    :func:`locate_data_dir`.
+    """
+    return locate_data_dir(explicit)[0]
+
+
+_SCENARIO_DATA: dict[str, tuple[str, ...]] = {}
+"""Registered files each scenario reads (its latest version), noted by the scenario registry."""
+
+
+def note_scenario_data(scenario: str, names: Iterable[str]) -> None:
+    """Record which registered files scenario ``scenario`` reads (called when it registers).
+
+    The scenario registry lives in :mod:`edgesched.envs`, which imports this module; it
+    tells this registry what it reads, so the command line can list readers without
+    importing the simulator.
+    """
+    _SCENARIO_DATA[scenario] = tuple(names)
+
+
+def scenario_data() -> Mapping[str, tuple[str, ...]]:
+    """Scenario name -> the registered files it reads (scenarios registered so far)."""
+    return MappingProxyType(dict(sorted(_SCENARIO_DATA.items())))
 
 
 def fetch_command(names: Iterable[str] = ()) -> str:

@@ -6,6 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+import edgesched  # noqa: F401 - the facade registers the scenarios, which note their data
+
 from . import (
     DATA_FILES,
     ENV_CACHE_DIR,
@@ -17,16 +19,22 @@ from . import (
     fetch,
     fetch_command,
     file_state,
+    find_data_dir,
+    get_data_file,
+    locate_data_dir,
+    scenario_data,
 )
 
 
 def _readers() -> dict[str, list[str]]:
-    """Scenarios reading each data entry, by entry name."""
-    from ..envs.scenarios import get_scenario, list_scenarios
+    """Scenarios reading each data entry, by entry name.
 
+    The scenarios note what they read when they register (:func:`note_scenario_data`),
+    which importing ``edgesched`` (as ``python -m edgesched.data`` does) has done.
+    """
     out: dict[str, list[str]] = {name: [] for name in DATA_FILES}
-    for s in list_scenarios():
-        for d in get_scenario(s).data:
+    for s, names in scenario_data().items():
+        for d in names:
             out[d].append(s)
     return out
 
@@ -68,8 +76,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_list() -> int:
-    from ..envs.topology import find_data_dir
-
     data = find_data_dir()
     readers = _readers()
     for entry in DATA_FILES.values():
@@ -86,9 +92,6 @@ def _cmd_list() -> int:
 
 
 def _cmd_status() -> int:
-    from ..envs.scenarios import data_requirements, get_scenario, list_scenarios
-    from ..envs.topology import locate_data_dir
-
     data, origin = locate_data_dir()
     cache = cache_dir()
     print(f"real-data folder: {data or 'none'} ({origin})")
@@ -100,9 +103,11 @@ def _cmd_status() -> int:
         cached = file_state(cache, entry.name)
         print(f"{entry.name:{width}}  {here:11}  {cached:7}  {entry.path}")
     missing: dict[str, None] = {}  # ordered set
-    for s in list_scenarios():
-        if get_scenario(s).data:
-            lack = [r.name for r in data_requirements(s) if not r.available]
+    for s, names in scenario_data().items():
+        if names:
+            lack = [
+                n for n in names if data is None or not (data / get_data_file(n).path).is_file()
+            ]
             print(f"scenario {s}: {'ready' if not lack else 'missing ' + ', '.join(lack)}")
             missing.update(dict.fromkeys(lack))
     if missing:

@@ -79,7 +79,7 @@ def register_scenario(scenario: Scenario) -> Scenario:
         ValueError: the version is taken or not the next one, or ``data`` names an
             unregistered data file.
     """
-    from ..data import DATA_FILES
+    from ..data import DATA_FILES, note_scenario_data
 
     known = _VERSIONS.get(scenario.name, {})
     if scenario.version in known:
@@ -111,6 +111,7 @@ def register_scenario(scenario: Scenario) -> Scenario:
         )
     _REGISTRY[scenario.name] = scenario
     _VERSIONS.setdefault(scenario.name, {})[scenario.version] = scenario
+    note_scenario_data(scenario.name, scenario.data)
     return scenario
 
 
@@ -207,7 +208,7 @@ def data_requirements(name: str, data_dir: str = "") -> tuple[DataRequirement, .
     """The real data files scenario ``name`` reads and whether each is available.
 
     Looks in the real-data folder that the scenario would use (see
-    :func:`edgesched.envs.topology.find_data_dir`); empty for synthetic scenarios. A
+    :func:`edgesched.data.find_data_dir`); empty for synthetic scenarios. A
     scenario can be made when every entry is :attr:`~DataRequirement.available`; the
     missing ones are fetched with ``python -m edgesched.data fetch --only NAME ...``.
 

@@ -51,7 +51,7 @@ def resolve_trace_path(path: str, data_dir: str = "") -> Path:
     """Locate a trace file: absolute, relative to the working directory, or in the data folder.
 
     Relative paths that do not exist under the working directory are looked up in the
-    real-data folder (see :func:`edgesched.envs.topology.find_data_dir`: ``data_dir``,
+    real-data folder (see :func:`edgesched.data.find_data_dir`: ``data_dir``,
     ``$EDGESCHED_DATA_DIR``, ``../shared/data`` or the fetch cache), so the registered trace
     scenarios can name e.g. ``pollux-osdi21/traces/philly.csv``.
 
