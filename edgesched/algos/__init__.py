@@ -144,13 +144,25 @@ class SROLEConfig(PPOConfig):
     """SROLE (Sen & Shen, ICDCS'22): MAPPO with a collision shield in the loop.
 
     Attributes:
-        collision_penalty: reward penalty per agent whose *proposed* placement took part in
-            an action collision (the shield corrected it), in the reward's unit (jobs x
-            slots): about one slot of one job's completion time.
+        collision_penalty: reward penalty per penalized agent (see ``penalize``), in the
+            reward's unit (jobs x slots): about one slot of one job's completion time.
+        shield_training: how the learner trains with its shield. ``postposed``: the actor
+            proposes, the shield corrects, and the learner keeps its proposal and that
+            proposal's log-probability (the environment's correction is part of the
+            dynamics). ``preemptive``: agents commit in a random order drawn each round,
+            and each agent's mask already excludes the placements that would no longer fit
+            after the earlier agents' commitments (within its region under the regional
+            shield), so the sampled distribution is the one stored and PPO's ratio stays
+            exact (Alshiekh et al., AAAI'18, preemptive shielding).
+        penalize: which agents pay ``collision_penalty`` (``postposed``): ``collided``,
+            every agent whose proposal took part in a collision; ``changed``, only agents
+            whose action the shield changed.
     """
 
     name: str = "srole"
     collision_penalty: float = 1.0
+    shield_training: str = "postposed"
+    penalize: str = "collided"
 
 
 def _mappo(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:

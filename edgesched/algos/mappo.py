@@ -11,10 +11,17 @@ critic is the only difference between the two:
 SROLE (Sen & Shen, ICDCS'22) is MAPPO with a collision shield in the loop
 (``shield != 'none'``): the actor's sampled actions are *proposals*, the shield turns them into
 a collision-free joint action (using the actor's probabilities as preference orders) and the
-environment executes that. The learner keeps its own proposal as the action taken (so the
-PPO ratio stays on-policy) and is charged ``algo.collision_penalty`` per agent whose proposal
-took part in a collision, so the policy itself learns to avoid collisions (post-posed
-shielding, Alshiekh et al., AAAI'18).
+environment executes that. Two ways to train with it (``algo.shield_training``):
+
+* post-posed (Alshiekh et al., AAAI'18): the learner keeps its own proposal and that
+  proposal's log-probability as the action taken (the correction is part of the
+  environment, so the PPO ratio stays on-policy) and is charged ``algo.collision_penalty``
+  per agent whose proposal took part in a collision (``algo.penalize='collided'``) or whose
+  action the shield changed (``'changed'``);
+* preemptive: agents commit one by one in a random order, and each agent's mask already
+  excludes the placements that would no longer fit after the earlier commitments (within
+  its region under the regional shield); the stored mask is the one sampled from, so the
+  stored log-probability is exact and PPO re-evaluates the same distribution.
 
 Shared details (the PPO "implementation details" of Huang et al., ICLR blog track 2022):
 GAE(lambda), clipped surrogate, value normalization with running statistics, advantage
@@ -169,18 +176,24 @@ class PPOTrainer:
         penalty = float(self.cfg.collision_penalty)
         obs, mask, state = vec.obs, vec.mask, vec.state
         gamma = float(self.cfg.gamma)
+        mode = str(getattr(self.cfg, "shield_training", "postposed"))
+        changed_only = str(getattr(self.cfg, "penalize", "collided")) == "changed"
         for t in range(steps):
             if shields is None:
                 a, logp = self.act(obs, mask)
                 executed = a
             else:
-                a, logp, probs = self.act(obs, mask, with_probs=True)
+                if mode == "preemptive":
+                    # the mask each agent sampled from is the one PPO re-evaluates
+                    a, logp, probs, mask = self._act_preemptive(obs, mask, vec)
+                else:
+                    a, logp, probs = self.act(obs, mask, with_probs=True)
                 executed = np.empty_like(a)
                 hit = np.zeros(a.shape)
                 for i, sh in enumerate(shields):
                     res = sh(a[i], probs[i])
                     executed[i] = res.actions
-                    hit[i] = res.collision_agents
+                    hit[i] = (res.actions != a[i]) if changed_only else res.collision_agents
                     sh_log["proposed"] += res.proposed_collisions
                     sh_log["agents"] += float(res.collision_agents.sum())
                     sh_log["interventions"] += res.interventions
@@ -222,6 +235,54 @@ class PPOTrainer:
             "episodes": episodes,
             "collisions": collisions,
         }
+
+    @torch.no_grad()
+    def _act_preemptive(
+        self, obs: np.ndarray, mask: np.ndarray, vec: VecSim
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Preemptive shielding: agents commit one by one, each masked by the earlier ones.
+
+        Per copy, a random order (the trainer's generator); agent ``i``'s placement actions
+        stay feasible only if their allocation still fits its target's free capacity after
+        the placements committed before it (under the regional shield, those of its own
+        region only). Returns actions, their log-probabilities and probabilities under the
+        masks actually sampled from, and those masks (E, N, A).
+        """
+        e, n, a_dim = mask.shape
+        o = torch.from_numpy(obs.reshape(-1, obs.shape[-1]))
+        logits = self.actor(o).double().numpy().reshape(e, n, a_dim)
+        eff = mask.copy()
+        actions = np.zeros((e, n), np.int64)
+        probs = np.zeros((e, n, a_dim))
+        regional = self.shield_name == "regional"
+        place = np.arange(1, a_dim)
+        for c, copy in enumerate(vec.copies):
+            view = copy.view()
+            slot, k, lvl = view.decode(place)
+            jobs = np.asarray(view.pending)[:, slot]  # (N, A-1)
+            nodes = np.asarray(view.neighbors)[:, k]
+            alloc = view.alloc(np.maximum(jobs, 0), np.broadcast_to(lvl, jobs.shape))
+            region = np.asarray(view.regions) if regional else np.zeros(n, np.int64)
+            free = {r: view.free for r in np.unique(region).tolist()}
+            order = torch.randperm(n, generator=self.gen).numpy()
+            u = torch.rand(n, generator=self.gen, dtype=torch.float64).numpy()
+            for i in order.tolist():
+                room = free[int(region[i])]
+                ok = eff[c, i, 1:] & (jobs[i] >= 0) & (nodes[i] >= 0)
+                ok &= (alloc[i] <= room[np.maximum(nodes[i], 0)] + 1e-9).all(-1)
+                eff[c, i, 1:] = ok
+                z = np.where(eff[c, i], logits[c, i], -np.inf)
+                p = np.exp(z - z.max())
+                p /= p.sum()
+                choice = min(int(np.searchsorted(np.cumsum(p), u[i] * p.sum())), a_dim - 1)
+                while not eff[c, i, choice]:  # rounding at the top end
+                    choice -= 1
+                actions[c, i] = choice
+                probs[c, i] = p
+                if choice > 0:
+                    room[nodes[i, choice - 1]] -= alloc[i, choice - 1]
+        logp = np.log(probs[np.arange(e)[:, None], np.arange(n)[None, :], actions])
+        return actions, logp.astype(np.float32), probs, eff
 
     def _shields_for(self, vec: VecSim) -> list[Any] | None:
         """One shield per simulator copy (rebuilt for a new or unpickled vector)."""

@@ -453,6 +453,12 @@ def _check_algo(a: DictConfig, shield: str) -> None:
             a.gnn_hidden,
             f"must be divisible by algo.gnn_heads={a.gnn_heads} (HGTConv splits it by head)",
         )
+    for key, allowed in (
+        ("shield_training", ("postposed", "preemptive")),
+        ("penalize", ("collided", "changed")),
+    ):
+        if key in a:
+            _check(a[key] in allowed, f"algo.{key}", a[key], f"use {'|'.join(allowed)}")
     if "collision_penalty" in a:
         _check(
             float(a.collision_penalty) == 0.0 or shield != "none",
