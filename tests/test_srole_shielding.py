@@ -20,6 +20,7 @@ from edgesched.envs.handle import resolve_scenario
 def _collect(shield="central", steps=8, **cfg):
     h = resolve_scenario("edge50", max_slots=40)
     c = algo_config("srole")
+    c.shield_training = "postposed"  # unless a test asks for preemptive
     for k, v in cfg.items():
         setattr(c, k, v)
     tr = make_trainer("srole", c, h.spec, 0, shield, {})
@@ -41,7 +42,9 @@ def test_preemptive_central_proposes_no_collision_and_keeps_ppo_exact():
     assert m.gather(-1, a[:, None]).all()  # every action lies in the mask it came from
     # the masks shrink: some placements were excluded by earlier commitments
     h = resolve_scenario("edge50", max_slots=40)
-    plain = make_trainer("srole", algo_config("srole"), h.spec, 0, "central", {})
+    post = algo_config("srole")
+    post.shield_training = "postposed"
+    plain = make_trainer("srole", post, h.spec, 0, "central", {})
     pb = plain.collect(VecSim(h.config, 2, 0, h.id), 8)
     assert b["mask"].sum() < pb["mask"].sum() or pb["log"]["collisions_proposed_per_step"] == 0
 
@@ -74,6 +77,10 @@ def test_changed_only_penalty_charges_exactly_the_corrected_agents():
     assert float((free["rewards"] - col["rewards"]).sum()) == pytest.approx(
         col["log"]["collision_agents_per_step"] * 8 * 2
     )
+
+
+def test_preemptive_is_the_default():
+    assert algo_config("srole").shield_training == "preemptive"
 
 
 def test_bad_shield_training_settings_name_the_key(tmp_path):
