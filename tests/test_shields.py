@@ -311,7 +311,10 @@ def test_srole_learner_pays_the_penalty_for_proposed_collisions():
     logs = {}
     for pen in (0.0, 5.0):
         torch.manual_seed(0)
-        algo = OmegaConf.structured(AlgoConfig(name="srole", collision_penalty=pen))
+        # the post-posed form (the preemptive default leaves no proposal colliding)
+        algo = OmegaConf.structured(
+            AlgoConfig(name="srole", collision_penalty=pen, shield_training="postposed")
+        )
         vec = VecSim(cfg, 2, seed=3, scenario_id=sc.id)
         trainer = make_trainer("srole", algo, EnvSpec.of(vec.sim), 3, "central")
         batch = trainer.collect(vec, 24)
