@@ -6,7 +6,9 @@ The variants (``algo.shield_training`` / ``algo.penalize``, see ``SROLEConfig``)
   v0 leaderboard form);
 * ``chg``: post-posed, only agents whose action the shield changed pay;
 * ``pre``: preemptive, agents commit in a random order with masks that exclude what the
-  earlier commitments took, so the central shield has nothing left to correct.
+  earlier commitments took, so the central shield has nothing left to correct;
+* ``chgw025``, ``chgw4``: ``chg`` with ``collision_penalty`` 0.25 and 4 instead of 1 (the
+  penalty weight's sweep).
 
 Train them first (one output folder per variant, so runs of one second cannot share a
 directory), e.g. for seeds 0, 1, 2::
