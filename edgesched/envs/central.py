@@ -93,19 +93,11 @@ class EdgeSchedCentralEnv(gym.Env):
             ``reset`` on, and the episode metrics moved from ``info['episode']`` to
             :attr:`last_episode_metrics`. The ``invalid_action`` default (``'defer'``) is
             unchanged here; it is now also the simulator's. No dynamics change.
-        v1 (edge scenarios; melbourne125 v2): every edge scenario now defaults to
-            ``collision_mode='measured'``: workers sharing a GPU run at Gavel's measured
-            pair throughputs on the node's GPU class or, for a pair whose shared run failed,
-            crash the newer job (it loses the work since its last checkpoint and pays Muri's
-            restart overhead); three or more on a GPU use Muri's interleaving multipliers;
-            CPU-starved workers follow Synergy's CPU curves; host memory over capacity
-            crashes the newest job. ``pending_slots=4``: agents choose among the first four
-            jobs of their queue, which widens observations and the action space (edge50: 164
-            features and 85 actions per agent instead of 113 and 22). Episode metrics gain
-            ``crashes``, ``crash_slots_lost``, ``restart_seconds``, ``shared_gpu_slots`` and
-            ``cpu_starved_slots``. The v0 dynamics stay available by versioned id
-            (``edge50-v0``) or as ``collision_mode='timeshare', pending_slots=1``. The
-            TapFinger scenarios stay at v0.
+        v1 (edge scenarios; melbourne125 v2): measured co-location and four pending slots
+            (:class:`~edgesched.envs.parallel.EdgeSchedParallelEnv` has the details). The
+            head places a task only where it fits, so this view never overloads a node and
+            the measured costs do not arise; its episode metrics gain the co-location
+            counters (zero here).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}

@@ -82,19 +82,10 @@ class EdgeSchedVectorEnv(VectorEnv):
 
     Version history:
         v0: first release (scenario versions are listed in :mod:`edgesched.envs.scenarios`).
-        v1 (edge scenarios; melbourne125 v2): every edge scenario now defaults to
-            ``collision_mode='measured'``: workers sharing a GPU run at Gavel's measured
-            pair throughputs on the node's GPU class or, for a pair whose shared run failed,
-            crash the newer job (it loses the work since its last checkpoint and pays Muri's
-            restart overhead); three or more on a GPU use Muri's interleaving multipliers;
-            CPU-starved workers follow Synergy's CPU curves; host memory over capacity
-            crashes the newest job. ``pending_slots=4``: agents choose among the first four
-            jobs of their queue, which widens observations and the action space (edge50: 164
-            features and 85 actions per agent instead of 113 and 22). Episode metrics gain
-            ``crashes``, ``crash_slots_lost``, ``restart_seconds``, ``shared_gpu_slots`` and
-            ``cpu_starved_slots``. The v0 dynamics stay available by versioned id
-            (``edge50-v0``) or as ``collision_mode='timeshare', pending_slots=1``. The
-            TapFinger scenarios stay at v0.
+        v1 (edge scenarios; melbourne125 v2): measured co-location and four pending slots
+            (:class:`~edgesched.envs.parallel.EdgeSchedParallelEnv` has the details); the
+            joint action space widens with the pending slots (edge50: 85 actions per agent
+            instead of 22).
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
