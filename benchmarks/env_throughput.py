@@ -15,6 +15,7 @@ Usage::
     python benchmarks/env_throughput.py --scenarios edge50 --seconds 5 --windows 5
     python benchmarks/env_throughput.py --scenarios tapfinger-hetero6 --copies 64
     python benchmarks/env_throughput.py --out benchmarks/results   # also env_throughput.md
+    python benchmarks/env_throughput.py --scenarios edge50 --collision-modes measured timeshare
 
 The batched path runs ``--copies`` copies (default: :func:`default_copies`, e.g. 32 for
 edge50 and 64 for tapfinger-hetero6).
@@ -53,8 +54,10 @@ def _best_rate(windows: list[tuple[int, float]], agents: int) -> tuple[float, fl
     return steps / busy, steps * agents / busy
 
 
-def bench_array(name: str, seconds: float, windows: int, seed: int = 0) -> tuple[float, float]:
-    env = edgesched.make_parallel(name)
+def bench_array(
+    name: str, seconds: float, windows: int, seed: int = 0, **overrides: object
+) -> tuple[float, float]:
+    env = edgesched.make_parallel(name, **overrides)
     sim: EdgeClusterSim = env.sim
     rng = np.random.default_rng(seed)
     ep = 0
@@ -87,10 +90,10 @@ def default_copies(agents: int) -> int:
 
 
 def bench_batched(
-    name: str, seconds: float, windows: int, copies: int, seed: int = 0
+    name: str, seconds: float, windows: int, copies: int, seed: int = 0, **overrides: object
 ) -> tuple[float, float]:
     """Batched steps/s and agent-decisions/s (all copies' agents count)."""
-    sim: BatchedSim = edgesched.make_batched(name, copies)
+    sim: BatchedSim = edgesched.make_batched(name, copies, **overrides)
     rng = np.random.default_rng(seed)
     sim.reset(seeds=list(range(copies)))
     next_seed = copies
@@ -113,8 +116,10 @@ def bench_batched(
     return _best_rate(results, sim.num_agents)
 
 
-def bench_dict(name: str, seconds: float, windows: int, seed: int = 0) -> tuple[float, float]:
-    env = edgesched.make_parallel(name)
+def bench_dict(
+    name: str, seconds: float, windows: int, seed: int = 0, **overrides: object
+) -> tuple[float, float]:
+    env = edgesched.make_parallel(name, **overrides)
     rng = np.random.default_rng(seed)
     agents = env.possible_agents
     ep = 0
@@ -151,6 +156,14 @@ def main() -> None:
     parser.add_argument(
         "--copies", type=int, default=0, help="copies on the batched path (0: default_copies)"
     )
+    parser.add_argument(
+        "--collision-modes",
+        nargs="+",
+        default=[],
+        metavar="MODE",
+        help="measure each scenario under each of these collision modes (e.g. measured "
+        "timeshare) and print each mode's figures relative to the first one's",
+    )
     parser.add_argument("--out", default="", help="directory for env_throughput.md")
     args = parser.parse_args()
     report = Report("env_throughput", args.out)
@@ -165,18 +178,36 @@ def main() -> None:
         f"{'copies':>8}{'batched dec/s':>15}"
     )
     report.print(header)
+    modes = args.collision_modes or [None]
     for name in args.scenarios:
-        a_sps, a_dps = bench_array(name, args.seconds, args.windows)
-        d_sps, d_dps = bench_dict(name, args.seconds, args.windows)
-        n = round(a_dps / a_sps)
-        copies = args.copies or default_copies(n)
-        batched = "-"
-        if copies:
-            batched = f"{bench_batched(name, args.seconds, args.windows, copies)[1]:,.0f}"
-        report.print(
-            f"{name:<20}{n:>7}{a_sps:>15,.0f}{a_dps:>14,.0f}{d_sps:>14,.0f}{d_dps:>13,.0f}"
-            f"{1e6 / a_dps:>15.2f}{copies or '-':>8}{batched:>15}"
-        )
+        first: tuple[float, float, float] | None = None
+        for mode in modes:
+            over = {} if mode is None else {"collision_mode": mode}
+            label = name if mode is None else f"{name}[{mode}]"
+            a_sps, a_dps = bench_array(name, args.seconds, args.windows, **over)
+            d_sps, d_dps = bench_dict(name, args.seconds, args.windows, **over)
+            n = round(a_dps / a_sps)
+            copies = args.copies or default_copies(n)
+            b_dps = 0.0
+            batched = "-"
+            if copies:
+                b_dps = bench_batched(name, args.seconds, args.windows, copies, **over)[1]
+                batched = f"{b_dps:,.0f}"
+            report.print(
+                f"{label:<20}{n:>7}{a_sps:>15,.0f}{a_dps:>14,.0f}{d_sps:>14,.0f}{d_dps:>13,.0f}"
+                f"{1e6 / a_dps:>15.2f}{copies or '-':>8}{batched:>15}"
+            )
+            if first is None:
+                first = (a_dps, d_dps, b_dps)
+            else:
+                now = (a_dps, d_dps, b_dps)
+                rel = [x / y if y else float("nan") for x, y in zip(now, first, strict=True)]
+                report.print(
+                    f"  {label} / {modes[0]}: array {rel[0]:.2f}x, dict {rel[1]:.2f}x, "
+                    f"batched {rel[2]:.2f}x"
+                )
+            if copies and b_dps:
+                report.print(f"  {label}: batched / one copy (array) {b_dps / a_dps:.2f}x")
     report.save()
 
 

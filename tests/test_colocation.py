@@ -27,9 +27,10 @@ from test_golden import BASE as GOLDEN_BASE
 from test_golden import _defer, _place
 
 from edgesched.envs import EdgeClusterSim, SimConfig
-from edgesched.envs.colocation import colocation_table, gpu_occupants
+from edgesched.envs.colocation import colocation_table
 from edgesched.envs.config import ConfigError
 from edgesched.envs.core import QUEUED, RUNNING
+from edgesched.envs.sharing import gpu_occupants
 
 # test_golden's hand-checked set-up (nothing random or modulated, every link alike), with
 # more arrivals, targets no job reaches in these few slots, and the measured model
@@ -303,6 +304,45 @@ def test_vectorized_rates_equal_the_per_node_rule(cls):
         workers = [(mi, 4, 4) for mi in m]
         assert len(sim._node_outcome(0, np.array(m), np.array([[4, 4, 4.0]] * 3))[0]) == 1
         check.hypothesis.inner_test(workers)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "copies"),
+    [("edge50-highload", 1), ("edge50-highload", 6), ("edge10", 4), ("edge100", 2)],
+)
+def test_node_at_a_time_and_vectorized_paths_give_the_same_trajectory(
+    monkeypatch, scenario, copies
+):
+    """A slot's dirty nodes go one at a time (memoized) when few, else through the plan.
+
+    Forcing either path for every slot must give the same random-policy trajectory: the
+    same crashes, rates and counters (the dynamics are one rule in two forms).
+    """
+    import edgesched
+    from edgesched.envs import colocation
+
+    def run(few: int) -> tuple[np.ndarray, ...]:
+        monkeypatch.setattr(colocation, "_FEW_NODES", few)
+        sim = edgesched.make_batched(scenario, copies)
+        sim.reset(seeds=list(range(copies)))
+        rng = np.random.default_rng(7)
+        rewards, metrics = [], []
+        for _ in range(300):
+            act = (rng.random(sim.mask.shape) * sim.mask).argmax(axis=1)
+            rewards.append(sim.step(act.reshape(copies, -1))[0].copy())
+            done = np.flatnonzero(sim.terminated | sim.truncated)
+            if len(done):
+                metrics += [sim.episode_metrics(int(b)) for b in done]
+                sim.reset_copies(done, [100 + int(b) for b in done])
+        metrics += [sim.episode_metrics(b) for b in range(copies)]
+        return np.array(rewards), sim.w_rate.copy(), sim.progress.copy(), metrics
+
+    node_at_a_time, vectorized = run(1 << 30), run(-1)
+    for a, b in zip(node_at_a_time[:3], vectorized[:3], strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_equal(node_at_a_time[3], vectorized[3])
+    # the crash passes were exercised
+    assert sum(m["crashes"] for m in node_at_a_time[3]) > 0
 
 
 def _part_gpu_trace(path) -> str:

@@ -49,7 +49,7 @@ import numpy as np
 
 from .errors import ConfigError
 from .metrics import RUNNING
-from .sharing import cpu_rates, packed_rates
+from .sharing import GPU_EPS, cpu_rates, node_outcome, packed_rates
 
 #: Catalog hardware tier -> measured GPU class (``None``: unmeasured). The T4 of the
 #: ``gpu_server`` tier is equated with the P100, as the catalog's speed factors do.
@@ -60,7 +60,10 @@ TIER_GPU_CLASS: dict[str, str | None] = {
     "jetson": None,
 }
 
-_GPU_EPS = 1e-9
+#: Up to this many dirty nodes per slot, nodes are evaluated one at a time (memoized);
+#: beyond it the vectorized plan's fixed cost is cheaper (measured on edge50; see
+#: ``ColocationMixin._few_nodes``).
+_FEW_NODES = 4
 
 
 @dataclass(frozen=True)
@@ -154,27 +157,6 @@ def node_gpu_class(tier_names: tuple[str, ...], tier: np.ndarray, classes: tuple
     return per_tier[tier]
 
 
-def gpu_occupants(g: np.ndarray, gpus: int) -> list[list[int]]:
-    """Which workers (by position in ``g``, placement order) hold each of ``gpus`` GPUs.
-
-    Worker ``i`` takes ``[o_i, o_i + g_i)`` on the GPU axis, ``o_i = g_0 + ... + g_{i-1}``,
-    wrapped modulo ``gpus``; it holds every GPU that interval overlaps by more than a
-    rounding error. A worker requesting no GPU holds none.
-    """
-    held: list[list[int]] = [[] for _ in range(gpus)]
-    o = 0.0
-    for i, gi in enumerate(g.tolist()):
-        if gi > _GPU_EPS:
-            first = int(np.floor(o + _GPU_EPS))
-            last = int(np.ceil(o + gi - _GPU_EPS)) - 1
-            for cell in range(first, max(last, first) + 1):
-                j = cell % gpus
-                if i not in held[j]:
-                    held[j].append(i)
-        o += gi
-    return held
-
-
 class ColocationMixin:
     """``collision_mode='measured'`` for :class:`~edgesched.envs.core.EdgeClusterSim`.
 
@@ -196,10 +178,12 @@ class ColocationMixin:
             )
         self._coloc = colocation_table(self.model_names)
         self._coloc_memo: dict[tuple[float, ...], tuple] = {}
+        self._pair_l = self._coloc.pair.tolist()
+        self._fail_l = self._coloc.fail.tolist()
         self._dirty_nodes = np.zeros(self.num_agents, dtype=bool)
         # whether some allocation level requests a fractional GPU (then any node may share)
         g = self._m_alloc[..., 1]
-        self._frac_levels = bool((np.abs(g - np.round(g)) > _GPU_EPS).any())
+        self._frac_levels = bool((np.abs(g - np.round(g)) > GPU_EPS).any())
         self._frac_levels |= bool(self.cfg.trace_fractional_gpus)  # part-GPU trace jobs
         c = self.cluster
         if self.cfg.custom_capacities:
@@ -229,7 +213,7 @@ class ColocationMixin:
             if not self._frac_levels:
                 # a node within capacity (and whole-GPU requests) shares nothing: its
                 # workers run at rate 1 and nothing crashes there (the plan would agree)
-                calm = dirty & ~(self.used > self.capacity + _GPU_EPS).any(axis=1)
+                calm = dirty & ~(self.used > self.capacity + GPU_EPS).any(axis=1)
                 if calm.any():
                     r, w = np.nonzero(calm[np.maximum(nodes, 0)] & (nodes >= 0))
                     j = running[r]
@@ -238,7 +222,16 @@ class ColocationMixin:
                     self.w_starved[j, w] = False
                     self._dirty_nodes[calm] = False
                     dirty = dirty & ~calm
-            plan = self._sharing_plan(running, nodes, dirty) if dirty.any() else None
+            few = np.flatnonzero(dirty)
+            if len(few) == 0:
+                return self._slowdown(running)
+            if len(few) <= _FEW_NODES:
+                running, recheck = self._few_nodes(running, nodes, few, adv_a)
+                dirty = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
+                self._dirty_nodes[dirty] = False
+                self._dirty_nodes[recheck] = True
+                return self._slowdown(running)
+            plan = self._sharing_plan(running, nodes, dirty)
             crashed: list[int] = []
             for n, pos in plan["complex"] if plan is not None else ():
                 out = self._node_outcome(n, plan["models"][pos], plan["alloc"][pos])
@@ -253,6 +246,10 @@ class ColocationMixin:
             self._dirty_nodes[dirty] = False
             # a failing pair that only the survivors' re-packing revealed: decided next slot
             self._dirty_nodes[recheck] = True
+        return self._slowdown(running)
+
+    def _slowdown(self, running: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Count shared and starved worker-slots of ``running``; their (R, W) slowdowns."""
         jc = self._job_capacity
         rows = np.nonzero(self.w_gshared[running])[0]
         if len(rows):
@@ -264,6 +261,46 @@ class ColocationMixin:
         if (rate == 1.0).all():
             return running, None
         return running, 1.0 / rate
+
+    def _few_nodes(
+        self, running: np.ndarray, nodes: np.ndarray, which: np.ndarray, adv_a: np.ndarray | None
+    ) -> tuple[np.ndarray, list[int]]:
+        """Dirty nodes ``which`` (a few) one at a time through the memoized :meth:`_node_outcome`.
+
+        The same two passes as the vectorized plan (crashes decided on the placements as
+        they stand, the survivors' rates without the crashed workers), at a handful of
+        numpy calls per node instead of the plan's fixed cost.
+
+        Returns:
+            The surviving running jobs and the nodes to re-check next slot.
+        """
+        outs = [self._outcome_of(running, nodes, n) for n in which.tolist()]
+        crashed = [jobs[out[0]] for _, jobs, _, out in outs if len(out[0])]
+        if crashed:
+            self._crash(np.unique(np.concatenate(crashed)))
+            running = running[self.status[running] == RUNNING]
+            nodes = self.w_node[running]
+            more = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
+            outs = [self._outcome_of(running, nodes, n) for n in np.flatnonzero(more).tolist()]
+        recheck = []
+        for n, jobs, w, (crash, rate, shared, starved) in outs:
+            self.w_rate[jobs, w] = rate
+            self.w_gshared[jobs, w] = shared
+            self.w_starved[jobs, w] = starved
+            if len(crash):
+                recheck.append(n)
+        return running, recheck
+
+    def _outcome_of(
+        self, running: np.ndarray, nodes: np.ndarray, n: int
+    ) -> tuple[int, np.ndarray, np.ndarray, tuple]:
+        """Node ``n``'s running workers in placement order and its :meth:`_node_outcome`."""
+        r, w = np.nonzero(nodes == n)
+        jobs = running[r]
+        if len(jobs) > 1:
+            order = np.argsort(self.w_seq[jobs, w])
+            jobs, w = jobs[order], w[order]
+        return n, jobs, w, self._node_outcome(n, self.j_model[jobs], self.w_alloc[jobs, w])
 
     def _mark_dirty(self, nodes: np.ndarray) -> None:
         """Nodes (-1 = padding, ignored) whose running workers changed: re-evaluate them."""
@@ -289,7 +326,7 @@ class ColocationMixin:
             return None
         jobs = running[r_all]
         alloc = self.w_alloc[jobs, w_all]
-        frac = np.abs(alloc[:, 1] - np.round(alloc[:, 1])) > _GPU_EPS
+        frac = np.abs(alloc[:, 1] - np.round(alloc[:, 1])) > GPU_EPS
         order = np.lexsort((self.w_seq[jobs[on], w_all[on]], n_all[on]))
         sel = np.flatnonzero(on)[order]
         r_s, w_s, n_s, jobs, alloc = r_all[sel], w_all[sel], n_all[sel], jobs[sel], alloc[sel]
@@ -302,10 +339,10 @@ class ColocationMixin:
         gpus = np.round(cap[node_u, 1])
         models = self.j_model[jobs]
         # whole GPUs, no request above the node's GPUs, memory within capacity
-        ok_w = ~frac[sel] & (alloc[:, 1] <= gpus[seg] + _GPU_EPS)
+        ok_w = ~frac[sel] & (alloc[:, 1] <= gpus[seg] + GPU_EPS)
         ok = np.bincount(seg, weights=~ok_w, minlength=len(node_u)) == 0
         mem = np.bincount(seg, weights=alloc[:, 2], minlength=len(node_u))
-        ok &= mem <= cap[node_u, 2] + _GPU_EPS
+        ok &= mem <= cap[node_u, 2] + GPU_EPS
         tab = self._coloc
         node_cls = self._node_class[node_u]
         fast = ok[seg]
@@ -393,70 +430,17 @@ class ColocationMixin:
             return hit
         if len(cache) > 65_536:
             cache.clear()
-        tab = self._coloc
-        k_all = len(models)
-        gpus = round(float(cap[1]))
-        # memory: the newest workers' jobs crash until the rest fit
-        alive = np.cumsum(alloc[:, 2]) <= cap[2] + _GPU_EPS
-        crash = list(np.flatnonzero(~alive)[::-1])
-        while cls >= 0 and gpus > 0:
-            victim = self._failing_newest(cls, models, alloc, np.flatnonzero(alive), gpus)
-            if victim is None:
-                break
-            crash.append(victim)
-            alive[victim] = False
-        rate = np.ones(k_all)
-        gpu_shared = np.zeros(k_all, dtype=bool)
-        if gpus > 0:
-            for occ in gpu_occupants(alloc[:, 1], gpus):
-                k = len(occ)
-                if k < 2:
-                    continue
-                m = models[occ]
-                if cls < 0:
-                    r = np.full(k, self.cfg.unmeasured_gpu_share / (k * tab.multiplier(k)))
-                elif k == 2:
-                    r = np.array([tab.pair[cls, m[0], m[1]], tab.pair[cls, m[1], m[0]]])
-                else:
-                    r = np.full(k, 1.0 / (k * tab.multiplier(k)))
-                rate[occ] = np.minimum(rate[occ], r)
-                gpu_shared[occ] = True
-        starved = bool(alloc[:, 0].sum() > cap[0] + _GPU_EPS)
-        if starved:
-            share = cap[0] / alloc[:, 0].sum()
-            per_gpu = alloc[:, 0] / np.maximum(alloc[:, 1], 1.0)
-            for i, mi in enumerate(models.tolist()):
-                full = float(tab.cpu_rate(mi, per_gpu[i]))
-                rate[i] *= float(tab.cpu_rate(mi, per_gpu[i] * share)) / max(full, 1e-12)
-        # a failing pair seen only here (a crash elsewhere re-packed the node's GPUs) makes no
-        # progress this slot; pass 1 crashes its newer job at the next
-        rate = np.maximum(rate, 1e-12)
-        out = (np.asarray(crash, dtype=np.int64), rate, gpu_shared, starved)
+        out = node_outcome(
+            self._coloc,
+            self._pair_l[cls] if cls >= 0 else None,
+            self._fail_l[cls] if cls >= 0 else None,
+            cap,
+            models,
+            alloc,
+            self.cfg.unmeasured_gpu_share,
+        )
         cache[key] = out
         return out
-
-    def _failing_newest(
-        self, cls: int, models: np.ndarray, alloc: np.ndarray, idx: np.ndarray, gpus: int
-    ) -> int | None:
-        """Position of the newest worker on a GPU holding a failing pair, if any.
-
-        Args:
-            cls: the node's GPU class.
-            models: model of each of the node's workers (placement order).
-            alloc: their allocations.
-            idx: positions of the workers still alive.
-            gpus: the node's GPU count.
-        """
-        if len(idx) < 2:
-            return None
-        for occ in gpu_occupants(alloc[idx, 1], gpus):
-            if len(occ) < 2:
-                continue
-            pos = idx[occ]
-            m = models[pos]
-            if (self._coloc.fail[cls][np.ix_(m, m)] & ~np.eye(len(m), dtype=bool)).any():
-                return int(pos[-1])
-        return None
 
     def _crash(self, jobs: np.ndarray) -> None:
         """Crash running ``jobs``: back to their last checkpoint, released and re-queued."""

@@ -1,11 +1,17 @@
-"""Vectorized GPU-sharing rates of many nodes at once (the fast path of ``colocation``).
+"""How a node's running workers share its GPUs and cores under ``collision_mode="measured"``.
 
-:func:`packed_rates` computes, for every node that holds only whole-GPU workers each
-requesting at most the node's GPUs, exactly what ``ColocationMixin._node_outcome`` computes
-one node at a time: the packing of ``colocation.gpu_occupants`` in placement order, each
-worker's rate from its GPU partners, and whether some GPU holds a pair whose shared run
-failed (such nodes, and nodes with fractional requests or host memory over capacity, go
-through the per-node path, which also decides the crashes).
+The rules are those of ``colocation`` (its docstring gives the sources); this module
+computes them, in two forms that agree exactly:
+
+* :func:`node_outcome`, one node at a time, any configuration: crashes (host memory, failing
+  pairs), each worker's GPU-sharing rate from the packing :func:`gpu_occupants`, the CPU
+  factor. ``ColocationMixin`` memoizes it per configuration and uses it when a slot leaves
+  few nodes to re-evaluate.
+* :func:`packed_rates` and :func:`cpu_rates`, vectorized over many nodes at once, for nodes
+  that hold only whole-GPU workers each requesting at most the node's GPUs: each worker's
+  rate from its GPU partners, and whether some GPU holds a pair whose shared run failed
+  (such nodes, and nodes with fractional requests or host memory over capacity, go through
+  :func:`node_outcome`, which also decides the crashes).
 
 With integer requests ``g_i <= G``, worker ``i`` holds the "positions" ``o_i .. o_i + g_i - 1``
 of its node (``o_i`` the sum of the earlier requests) and position ``p`` lies on GPU
@@ -15,9 +21,13 @@ of its node (``o_i`` the sum of the earlier requests) and position ``p`` lies on
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
+
+#: Tolerance of GPU and capacity comparisons (allocations are sums of floats).
+GPU_EPS = 1e-9
 
 
 def packed_rates(
@@ -130,3 +140,129 @@ def cpu_rates(
         f[sel] = tab.cpu_rate(mi, per_gpu[sel] * share[sel]) / np.maximum(full, 1e-12)
     factor[starved] = f
     return factor, starved
+
+
+def gpu_occupants(g: np.ndarray | list[float], gpus: int) -> list[list[int]]:
+    """Which workers (by position in ``g``, placement order) hold each of ``gpus`` GPUs.
+
+    Worker ``i`` takes ``[o_i, o_i + g_i)`` on the GPU axis, ``o_i = g_0 + ... + g_{i-1}``,
+    wrapped modulo ``gpus``; it holds every GPU that interval overlaps by more than a
+    rounding error. A worker requesting no GPU holds none.
+    """
+    held: list[list[int]] = [[] for _ in range(gpus)]
+    o = 0.0
+    for i, gi in enumerate(g.tolist() if isinstance(g, np.ndarray) else g):
+        if gi > GPU_EPS:
+            first = math.floor(o + GPU_EPS)
+            last = math.ceil(o + gi - GPU_EPS) - 1
+            for cell in range(first, max(last, first) + 1):
+                j = cell % gpus
+                if i not in held[j]:
+                    held[j].append(i)
+        o += gi
+    return held
+
+
+def _failing_newest(
+    fail: list[list[bool]], models: list[int], g: list[float], alive: list[bool], gpus: int
+) -> int | None:
+    """Position of the newest live worker on a GPU holding a failing pair, if any.
+
+    The live workers are packed among themselves (:func:`gpu_occupants`).
+
+    Args:
+        fail: ``ColocationTable.fail`` of the node's GPU class, as nested lists.
+        models: model of each of the node's workers (placement order).
+        g: GPUs each requests.
+        alive: whether each is still alive.
+        gpus: the node's GPU count.
+    """
+    idx = [i for i, a in enumerate(alive) if a]
+    if len(idx) < 2:
+        return None
+    for occ in gpu_occupants([g[i] for i in idx], gpus):
+        if len(occ) < 2:
+            continue
+        m = [models[idx[o]] for o in occ]
+        if any(fail[a][b] for x, a in enumerate(m) for y, b in enumerate(m) if x != y):
+            return idx[occ[-1]]
+    return None
+
+
+def node_outcome(
+    tab: Any,
+    pair: list[list[float]] | None,
+    fail: list[list[bool]] | None,
+    cap: np.ndarray,
+    models: np.ndarray,
+    alloc: np.ndarray,
+    unmeasured_share: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """What one node does to its running workers (placement order), any configuration.
+
+    Host memory over capacity crashes the newest workers' jobs until the rest fit; then,
+    while a GPU holds a failing pair among the live workers, the newest worker on it
+    crashes. Rates are of every worker as packed (:func:`gpu_occupants`), as if nothing
+    crashed: a worker spanning several GPUs runs at its worst GPU's rate; the CPU factor of
+    :func:`cpu_rates` multiplies.
+
+    Args:
+        tab: the :class:`~edgesched.envs.colocation.ColocationTable`.
+        pair: ``tab.pair`` of the node's GPU class as nested lists (``None``: unmeasured).
+        fail: ``tab.fail`` of that class as nested lists (``None``: unmeasured).
+        cap: (3,) the node's capacity (cores, GPUs, memory).
+        models: (K,) model of each worker.
+        alloc: (K, 3) their allocations.
+        unmeasured_share: ``unmeasured_gpu_share`` of the configuration.
+
+    Returns:
+        ``(crash, rate, gpu_shared, cpu_starved)``: positions of the workers whose jobs
+        crash (newest first), each worker's rate relative to running alone if nothing
+        crashed, whether it shares a GPU, and whether the node's cores are oversubscribed.
+    """
+    # a node holds a few workers: plain Python lists are cheaper here than numpy calls on
+    # arrays of a few elements, and the memo above this misses often (about one lookup in
+    # five on edge50 after 40k random steps)
+    models_l = models.tolist()
+    g_l = alloc[:, 1].tolist()
+    k_all = len(models_l)
+    gpus = round(float(cap[1]))
+    alive = (np.cumsum(alloc[:, 2]) <= cap[2] + GPU_EPS).tolist()
+    crash = [i for i in range(k_all - 1, -1, -1) if not alive[i]]
+    if fail is not None and gpus > 0:
+        while (victim := _failing_newest(fail, models_l, g_l, alive, gpus)) is not None:
+            crash.append(victim)
+            alive[victim] = False
+    rate = [1.0] * k_all
+    gpu_shared = [False] * k_all
+    if gpus > 0:
+        for occ in gpu_occupants(g_l, gpus):
+            k = len(occ)
+            if k < 2:
+                continue
+            if pair is None:
+                r = [unmeasured_share / (k * tab.multiplier(k))] * k
+            elif k == 2:
+                a, b = models_l[occ[0]], models_l[occ[1]]
+                r = [pair[a][b], pair[b][a]]
+            else:
+                r = [1.0 / (k * tab.multiplier(k))] * k
+            for i, ri in zip(occ, r, strict=True):
+                rate[i] = min(rate[i], ri)
+                gpu_shared[i] = True
+    held = float(alloc[:, 0].sum())
+    starved = held > cap[0] + GPU_EPS
+    if starved:
+        share = cap[0] / held
+        per_gpu = (alloc[:, 0] / np.maximum(alloc[:, 1], 1.0)).tolist()
+        for i, mi in enumerate(models_l):
+            full = float(tab.cpu_rate(mi, per_gpu[i]))
+            rate[i] *= float(tab.cpu_rate(mi, per_gpu[i] * share)) / max(full, 1e-12)
+    # a failing pair seen only here (a crash elsewhere re-packed the node's GPUs) makes no
+    # progress this slot; the next slot's first pass crashes its newer job
+    return (
+        np.asarray(crash, dtype=np.int64),
+        np.maximum(np.asarray(rate, dtype=np.float64), 1e-12),
+        np.asarray(gpu_shared, dtype=bool),
+        bool(starved),
+    )
