@@ -306,3 +306,18 @@ def test_help_shows_the_chosen_algorithms_own_hyperparameters():
     dqn = _help("algo=dqn_central", "experiment=smoke")
     assert _algo_section(dqn) == set(algo_params("dqn_central"))
     assert "total_env_steps: 64" in dqn
+
+
+@pytest.mark.parametrize(
+    ("override", "allowed"),
+    [
+        ("algo.discount_unit=bogus", "decision|slot"),
+        ("algo.shield_training=bogus", "postposed|preemptive"),
+    ],
+)
+def test_algorithm_choices_name_the_key_the_value_and_what_is_allowed(override, allowed):
+    from edgesched.experiment import ExperimentConfigError
+
+    algo = "dqn_central" if "discount" in override else "srole"
+    with pytest.raises(ExperimentConfigError, match=rf"algo\.\w+='bogus'.*{allowed}"):
+        validate(_compose([f"algo={algo}", override]))

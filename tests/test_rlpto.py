@@ -207,3 +207,33 @@ def test_resumed_training_forecasts_like_the_uninterrupted_run():
     buf.seek(0)
     resumed.load_state_dict(torch.load(buf, weights_only=False))
     np.testing.assert_array_equal(forecasts(resumed, pickle.loads(vec_state)), uninterrupted)
+
+
+def test_controller_diagnostics_tell_the_rules_apart():
+    """The diagnostics see "always grow" in the grow rule and the queue use of grow_if_idle."""
+    from edgesched.algos.rlpto.diagnostics import (
+        RuleController,
+        controller_diagnostics,
+        evaluate_rule,
+    )
+
+    tr = _trainer("edge50-highload")
+    learned = tr.actor.policy
+    out = {}
+    for rule in RuleController.RULES:
+        tr.actor.policy = RuleController(rule, tr.num_prio)
+        out[rule] = controller_diagnostics(tr, "edge50-highload", {"max_slots": 60}, [10000])
+    tr.actor.policy = learned
+    g, k, q = out["grow"], out["keep"], out["grow_if_idle"]
+    assert g["decisions"] > 0 and g["decisions"] <= g["calls"]
+    assert g["always_grow"] == 1.0 and g["shrink"] == 0.0
+    assert k["grow"] == 0.0 and k["always_grow"] < 1.0
+    for d in out.values():
+        assert d["forecast_sensitivity"] == 0.0  # no rule reads the forecast
+    assert g["queue_sensitivity"] == 0.0 == k["queue_sensitivity"]
+    assert q["queue_sensitivity"] > 0.0  # it flips where growing is feasible
+    # evaluate_rule puts the learned controller back
+    s = evaluate_rule(tr, "keep", "edge50-highload", {"max_slots": 30}, [10000])
+    assert tr.actor.policy is learned and s["resized_up"] == 0
+    with pytest.raises(ValueError, match="rule='nope'"):
+        RuleController("nope", 1)

@@ -216,6 +216,11 @@ class DQNCentralConfig(AlgorithmConfig):
         action_masking: mask infeasible actions in training (greedy choice, targets and
             exploration; ``edgesched.algos.dqn_central``). Off by default: on edge10-v1 it
             did not remove the collapse to deferring and scored worse (module docstring).
+        discount_unit: ``decision`` (SB3's TD target, ``gamma`` per head decision) or
+            ``slot`` (``gamma`` per slot the decision ended: a longer queue no longer makes a
+            slot's cost cheaper; ``SlotDiscountReplayBuffer``).
+        queue_shaping: weight ``k`` of the potential-based shaping ``phi(s) = -k * (queued
+            jobs)`` (0: off; ``edgesched.algos.dqn_central._TrainWorkloads``).
     """
 
     name: str = "dqn_central"
@@ -231,6 +236,8 @@ class DQNCentralConfig(AlgorithmConfig):
     exploration_fraction: float = 0.3
     exploration_final_eps: float = 0.05
     action_masking: bool = False
+    discount_unit: str = "decision"
+    queue_shaping: float = 0.0
 
 
 def _dqn_central(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:

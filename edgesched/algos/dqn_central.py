@@ -43,6 +43,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from stable_baselines3.common.buffers import ReplayBuffer
 
 from edgesched.envs.central import EdgeSchedCentralEnv
 from edgesched.envs.scenarios import get_scenario
@@ -59,13 +60,33 @@ HEAD_METRICS = (
 
 
 class _TrainWorkloads(gym.Wrapper):
-    """Every reset starts the next training workload; finished episodes' metrics kept."""
+    """Every reset starts the next training workload; finished episodes' metrics kept.
 
-    def __init__(self, env: EdgeSchedCentralEnv, seed: int) -> None:
+    With ``shaping > 0`` the reward gets the potential-based term
+    ``F = d * phi(s') - phi(s)`` with ``phi(s) = -shaping * (queued jobs)`` and ``d`` the
+    transition's own discount (``gamma ** slots advanced`` per slot, else ``gamma``), 0 at a
+    terminal state: the cost of leaving a job queued is charged to the decision that leaves
+    it, and the optimal policy is unchanged (Ng, Harada & Russell, ICML 1999).
+    """
+
+    def __init__(
+        self,
+        env: EdgeSchedCentralEnv,
+        seed: int,
+        shaping: float = 0.0,
+        gamma: float = 0.99,
+        per_slot: bool = False,
+    ) -> None:
         super().__init__(env)
         self.seed_base = seed
         self.episode = 0
         self.finished: list[dict[str, Any]] = []
+        self.shaping = float(shaping)
+        self.gamma = float(gamma)
+        self.per_slot = bool(per_slot)
+
+    def _phi(self) -> float:
+        return -self.shaping * len(self.env.unwrapped.sim.view().queued)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         ws = train_episode_seed(self.seed_base, 0, self.episode)
@@ -73,7 +94,11 @@ class _TrainWorkloads(gym.Wrapper):
         return self.env.reset(seed=ws, options={"workload_seed": ws})
 
     def step(self, action):
+        phi0 = self._phi() if self.shaping else 0.0
         obs, r, term, trunc, info = self.env.step(action)
+        if self.shaping:
+            d = self.gamma ** int(info["advanced"]) if self.per_slot else self.gamma
+            r = float(r) + d * (0.0 if term else self._phi()) - phi0
         if term or trunc:
             self.finished.append(dict(self.env.unwrapped.last_episode_metrics))
         return obs, r, term, trunc, info
@@ -157,6 +182,38 @@ def _masked_parts():
     return MaskedDQN, MaskedDQNPolicy, DropMask
 
 
+class SlotDiscountReplayBuffer(ReplayBuffer):
+    """SB3 replay buffer whose TD target discounts per slot, not per head decision.
+
+    Stores ``gamma ** info['advanced']`` per transition and returns it with each sample:
+    SB3 (>= 2.6) uses a sample's ``discounts`` in place of ``gamma`` in the TD target (the
+    hook of its n-step buffer), so a decision within a slot is not discounted and one that
+    ends ``k`` slots is discounted ``gamma ** k``.
+
+    Args:
+        *args: :class:`~stable_baselines3.common.buffers.ReplayBuffer`'s arguments.
+        gamma: discount per slot.
+        **kwargs: its keyword arguments.
+    """
+
+    def __init__(self, *args: Any, gamma: float = 0.99, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gamma = float(gamma)
+        self.discount = np.ones((self.buffer_size, self.n_envs), dtype=np.float32)
+
+    def add(self, obs, next_obs, action, reward, done, infos) -> None:
+        # before super().add, which moves self.pos
+        advanced = np.array([int(i.get("advanced", 0)) for i in infos])
+        self.discount[self.pos] = self.gamma**advanced
+        super().add(obs, next_obs, action, reward, done, infos)
+
+    def _get_samples(self, batch_inds: np.ndarray, env: Any = None) -> Any:
+        samples = super()._get_samples(batch_inds, env)
+        # the trainer runs one training environment (n_envs == 1): column 0
+        disc = self.discount[batch_inds, 0].reshape(-1, 1)
+        return samples._replace(discounts=self.to_torch(disc))
+
+
 class DQNCentralTrainer:
     """Train and evaluate the DQN cluster head behind the runner's trainer interface.
 
@@ -202,8 +259,15 @@ class DQNCentralTrainer:
             sim_cfg = get_scenario(_scenario_name(self.spec)).config()
         # unmasked, DQN explores over every action, feasible or not (module docstring)
         sim_cfg = sim_cfg.replace(invalid_action="defer")
-        self.env = _TrainWorkloads(EdgeSchedCentralEnv(sim_cfg), self.seed)
         c = self.cfg
+        slot = str(getattr(c, "discount_unit", "decision")) == "slot"
+        self.env = _TrainWorkloads(
+            EdgeSchedCentralEnv(sim_cfg),
+            self.seed,
+            shaping=float(getattr(c, "queue_shaping", 0.0)),
+            gamma=float(c.gamma),
+            per_slot=slot,
+        )
         masked = bool(getattr(c, "action_masking", False))
         policy_kwargs: dict[str, Any] = {"net_arch": [int(h) for h in c.hidden]}
         algo, policy, env = DQN, "MlpPolicy", self.env
@@ -213,6 +277,12 @@ class DQNCentralTrainer:
             policy_kwargs |= {
                 "features_extractor_class": drop,
                 "features_extractor_kwargs": {"n_mask": int(env.action_space.n)},
+            }
+        buffer: dict[str, Any] = {}
+        if slot:
+            buffer = {
+                "replay_buffer_class": SlotDiscountReplayBuffer,
+                "replay_buffer_kwargs": {"gamma": float(c.gamma)},
             }
         self.model = algo(
             policy,
@@ -230,6 +300,7 @@ class DQNCentralTrainer:
             exploration_final_eps=float(c.exploration_final_eps),
             max_grad_norm=float(c.max_grad_norm),
             policy_kwargs=policy_kwargs,
+            **buffer,
             seed=self.seed,
             device="cpu",
             verbose=0,

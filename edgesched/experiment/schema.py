@@ -456,9 +456,17 @@ def _check_algo(a: DictConfig, shield: str) -> None:
     for key, allowed in (
         ("shield_training", ("postposed", "preemptive")),
         ("penalize", ("collided", "changed")),
+        ("discount_unit", ("decision", "slot")),
     ):
         if key in a:
             _check(a[key] in allowed, f"algo.{key}", a[key], f"use {'|'.join(allowed)}")
+    if "queue_shaping" in a:
+        _check(
+            float(a.queue_shaping) >= 0.0,
+            "algo.queue_shaping",
+            a.queue_shaping,
+            "need a non-negative weight (0 turns the shaping off)",
+        )
     if "collision_penalty" in a:
         _check(
             float(a.collision_penalty) == 0.0 or shield != "none",

@@ -326,11 +326,16 @@ class RLPTOTrainer:
         if learn.any():
             delta = a_np[learn] - 1  # SHRINK/KEEP/GROW -> -1/0/+1
             sim.resize(jobs[learn], delta)
+        # PPO learns from the decisions that had a choice: a job that can neither shrink nor
+        # grow (about 93% of the controller's calls on edge10-v1) has one feasible action,
+        # no gradient and zero entropy, and kept among the rows it diluted the entropy bonus
+        # and the advantage normalization by that share
+        keep = learn & (mask.sum(1) > 1)
         out.update(
-            feats=feats[learn],
-            mask=mask[learn],
-            actions=a_np[learn],
-            logp=lp.gather(-1, a[:, None]).squeeze(-1).numpy()[learn],
+            feats=feats[keep],
+            mask=mask[keep],
+            actions=a_np[keep],
+            logp=lp.gather(-1, a[:, None]).squeeze(-1).numpy()[keep],
             rule=int(rule.sum()),
         )
         return out

@@ -1,0 +1,81 @@
+r"""What trained RLPTO controllers decide, and whether they use the forecast and the queues.
+
+For every finished RLPTO run under ``--runs`` (folders with ``policy.pt`` and ``eval.json``),
+the controller is rolled out greedily on the first ``--seeds`` held-out seeds of its record
+(:func:`edgesched.algos.rlpto.diagnostics.controller_diagnostics`) and the run's held-out
+figures are read from its record. One row per run, labelled by the first folder below
+``--runs`` (a variant) and the training seed::
+
+    python train.py algo=rlpto env=edge10 seed=S output_dir=outputs/rlptostudy/<variant> ...
+    python benchmarks/rlpto_controller.py --runs outputs/rlptostudy --out benchmarks/results
+
+Columns: ``dec/call`` the share of controller calls that were decisions (two or more
+feasible actions); ``grow`` / ``keep`` / ``shrink`` the greedy choice on decisions;
+``always-grow`` how often that choice equals "grow whenever feasible"; ``H`` the policy's
+entropy on decisions (nats); ``fc`` / ``queue`` the share of decisions whose choice flips when
+only the forecast input moves from 0 to 2, or only the queue inputs from empty to one job per
+agent and class (0: the input is ignored); then the record's held-out mean JCT and RLPTO's
+cluster reward (higher is better). With ``--rules``, fixed controllers in the learned one's
+place (``RuleController``: grow whenever feasible, never grow, grow only when no job is
+queued) are evaluated on the same held-out seeds of each scenario, as reference points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from _report import Report, cpu_name
+
+from edgesched.algos.rlpto.diagnostics import RuleController, controller_diagnostics, evaluate_rule
+from edgesched.experiment.evaluation import load_policy
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", required=True, help="folder holding RLPTO run folders")
+    parser.add_argument("--seeds", type=int, default=2, help="held-out seeds rolled out per run")
+    parser.add_argument(
+        "--rules",
+        action="store_true",
+        help="also evaluate the fixed rules grow / keep / grow_if_idle on each scenario",
+    )
+    parser.add_argument("--out", default="", help="directory for rlpto_controller.md")
+    args = parser.parse_args()
+    root = Path(args.runs)
+    report = Report("rlpto_controller", args.out)
+    report.print(f"machine: {cpu_name()}; runs under {root.as_posix()}")
+    report.print(
+        f"{'run':<28}{'dec/call':>9}{'grow':>7}{'keep':>7}{'shrink':>8}{'always-grow':>13}"
+        f"{'H':>7}{'fc':>7}{'queue':>7}{'JCT':>8}{'reward':>9}"
+    )
+    evals = sorted(p for p in root.rglob("eval.json") if (p.parent / "policy.pt").exists())
+    rules_done: set[str] = set()
+    for ev in evals:
+        record = json.loads(ev.read_text())
+        if record["algo"] != "rlpto":
+            continue
+        policy, env_name, overrides = load_policy(str(ev.parent / "policy.pt"), record["scenario"])
+        d = controller_diagnostics(policy, env_name, overrides, record["eval_seeds"][: args.seeds])
+        label = f"{ev.relative_to(root).parts[0]} seed {record['train_seed']}"
+        s = record["summary"]
+        report.print(
+            f"{label:<28}{d['decisions'] / max(d['calls'], 1):>9.3f}{d['grow']:>7.2f}"
+            f"{d['keep']:>7.2f}{d['shrink']:>8.2f}{d['always_grow']:>13.2f}{d['entropy']:>7.3f}"
+            f"{d['forecast_sensitivity']:>7.3f}{d['queue_sensitivity']:>7.3f}"
+            f"{s['jct_mean']:>8.2f}{s['rlpto_reward']:>9.1f}"
+        )
+        if args.rules and record["scenario"] not in rules_done:
+            # the fixed rules on the same held-out seeds, with the same placement and rule
+            # shrinks (reference points for the learned controllers of this scenario)
+            rules_done.add(record["scenario"])
+            for rule in RuleController.RULES:
+                r = evaluate_rule(policy, rule, env_name, overrides, record["eval_seeds"])
+                name = f"rule {rule} ({record['scenario']})"
+                report.print(f"{name:<28}{'':>74}{r['jct_mean']:>8.2f}{r['rlpto_reward']:>9.1f}")
+    report.save()
+
+
+if __name__ == "__main__":
+    main()
