@@ -15,7 +15,8 @@ Usage::
     python benchmarks/env_throughput.py --scenarios edge50 --seconds 5 --windows 5
     python benchmarks/env_throughput.py --scenarios tapfinger-hetero6 --copies 64
     python benchmarks/env_throughput.py --out benchmarks/results   # also env_throughput.md
-    python benchmarks/env_throughput.py --scenarios edge50 --collision-modes measured timeshare
+    python benchmarks/env_throughput.py --scenarios edge50 --collision-modes timeshare measured
+        # each scenario under each mode, relative to the first (env_throughput_modes.md)
 
 The batched path runs ``--copies`` copies (default: :func:`default_copies`, e.g. 32 for
 edge50 and 64 for tapfinger-hetero6).
@@ -166,7 +167,9 @@ def main() -> None:
     )
     parser.add_argument("--out", default="", help="directory for env_throughput.md")
     args = parser.parse_args()
-    report = Report("env_throughput", args.out)
+    # a comparison of collision modes is its own results file (the README's main table
+    # stays one run over the registered scenarios)
+    report = Report("env_throughput_modes" if args.collision_modes else "env_throughput", args.out)
     cpu = cpu_name()
     report.print(
         f"machine: {cpu}, {os.cpu_count()} CPUs, python {platform.python_version()}, "

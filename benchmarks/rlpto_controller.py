@@ -18,6 +18,9 @@ agent and class (0: the input is ignored); then the record's held-out mean JCT a
 cluster reward (higher is better). With ``--rules``, fixed controllers in the learned one's
 place (``RuleController``: grow whenever feasible, never grow, grow only when no job is
 queued) are evaluated on the same held-out seeds of each scenario, as reference points.
+With ``--signal S ...``, a freshly initialized controller's rollouts on scenario ``S`` give
+the mean advantage PPO assigns to grow and to keep where both were feasible, with the
+standard error of the difference (is there a learning signal to follow?).
 """
 
 from __future__ import annotations
@@ -28,18 +31,33 @@ from pathlib import Path
 
 from _report import Report, cpu_name
 
-from edgesched.algos.rlpto.diagnostics import RuleController, controller_diagnostics, evaluate_rule
+from edgesched.algos import algo_config, make_trainer
+from edgesched.algos.rlpto.diagnostics import (
+    RuleController,
+    advantage_by_choice,
+    controller_diagnostics,
+    evaluate_rule,
+)
+from edgesched.envs.handle import resolve_scenario
 from edgesched.experiment.evaluation import load_policy
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", required=True, help="folder holding RLPTO run folders")
+    parser.add_argument("--runs", default="", help="folder holding RLPTO run folders")
     parser.add_argument("--seeds", type=int, default=2, help="held-out seeds rolled out per run")
     parser.add_argument(
         "--rules",
         action="store_true",
         help="also evaluate the fixed rules grow / keep / grow_if_idle on each scenario",
+    )
+    parser.add_argument(
+        "--signal",
+        nargs="*",
+        default=[],
+        metavar="SCENARIO",
+        help="for a freshly initialized controller on these scenarios, the mean advantage of "
+        "grow and of keep where both were feasible (8 rollouts of 4 copies x 128 slots)",
     )
     parser.add_argument("--out", default="", help="directory for rlpto_controller.md")
     args = parser.parse_args()
@@ -50,7 +68,11 @@ def main() -> None:
         f"{'run':<28}{'dec/call':>9}{'grow':>7}{'keep':>7}{'shrink':>8}{'always-grow':>13}"
         f"{'H':>7}{'fc':>7}{'queue':>7}{'JCT':>8}{'reward':>9}"
     )
-    evals = sorted(p for p in root.rglob("eval.json") if (p.parent / "policy.pt").exists())
+    evals = (
+        sorted(p for p in root.rglob("eval.json") if (p.parent / "policy.pt").exists())
+        if args.runs
+        else []
+    )
     rules_done: set[str] = set()
     for ev in evals:
         record = json.loads(ev.read_text())
@@ -74,6 +96,15 @@ def main() -> None:
                 r = evaluate_rule(policy, rule, env_name, overrides, record["eval_seeds"])
                 name = f"rule {rule} ({record['scenario']})"
                 report.print(f"{name:<28}{'':>74}{r['jct_mean']:>8.2f}{r['rlpto_reward']:>9.1f}")
+    for name in args.signal:
+        spec = resolve_scenario(name).spec
+        trainer = make_trainer("rlpto", algo_config("rlpto"), spec, seed=0)
+        a = advantage_by_choice(trainer, name, batches=8)
+        report.print(
+            f"signal at initialization, {name}: advantage of grow {a['adv_grow']:.3f} "
+            f"(n={a['n_grow']:.0f}), of keep {a['adv_keep']:.3f} (n={a['n_keep']:.0f}); "
+            f"difference {a['adv_grow'] - a['adv_keep']:+.3f} +- {a['se_diff']:.3f} (1 s.e.)"
+        )
     report.save()
 
 

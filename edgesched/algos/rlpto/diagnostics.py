@@ -154,3 +154,40 @@ def evaluate_rule(
         return trainer.evaluate(env_name, overrides, list(seeds), 1)["summary"]
     finally:
         trainer.actor.policy = learned
+
+
+def advantage_by_choice(
+    trainer: RLPTOTrainer, scenario: str, batches: int, copies: int = 4, steps: int = 128
+) -> dict[str, float]:
+    """The learning signal between grow and keep under ``trainer``'s current policy.
+
+    Collects ``batches`` rollouts as training does (no update) and compares the advantages
+    PPO would use on decisions where both grow and keep were feasible. A difference within
+    its standard error means the team reward cannot yet tell one controller's grow from its
+    keep, and the policy drifts with the noise.
+
+    Returns:
+        ``n_grow``, ``n_keep``, ``adv_grow``, ``adv_keep`` (mean GAE advantage of each
+        choice) and ``se_diff`` (standard error of their difference).
+    """
+    from edgesched.algos.common import VecSim
+    from edgesched.envs import make_config
+
+    vec = VecSim(make_config(scenario), copies, seed=trainer.seed)
+    grow: list[np.ndarray] = []
+    keep: list[np.ndarray] = []
+    for _ in range(batches):
+        b = trainer.collect(vec, steps)
+        adv = b["adv"][b["group"]]
+        both = b["mask"][:, GROW] & b["mask"][:, KEEP]
+        grow.append(adv[both & (b["actions"] == GROW)])
+        keep.append(adv[both & (b["actions"] == KEEP)])
+    g, k = np.concatenate(grow), np.concatenate(keep)
+    se = float(np.sqrt(g.var() / max(len(g), 1) + k.var() / max(len(k), 1)))
+    return {
+        "n_grow": float(len(g)),
+        "n_keep": float(len(k)),
+        "adv_grow": float(g.mean()) if len(g) else float("nan"),
+        "adv_keep": float(k.mean()) if len(k) else float("nan"),
+        "se_diff": se,
+    }
