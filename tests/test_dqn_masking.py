@@ -121,9 +121,13 @@ def test_slot_discount_buffer_discounts_per_slot_advanced():
     np.testing.assert_allclose(s.discounts.numpy().ravel(), [1.0, 0.9, 0.729, 1.0], rtol=1e-6)
     # one SB3 gradient step runs on them (their shape fits its TD target)
     tr.model.train(gradient_steps=1, batch_size=4)
-    # the default stays SB3's own buffer, with its constant gamma per decision
-    plain = _trainer(False)
-    assert type(plain.model.replay_buffer).__name__ == "ReplayBuffer"
+    # per decision is SB3's own buffer, with its constant gamma
+    per_decision = algo_config("dqn_central", hidden=[16], learning_starts=16, batch_size=8)
+    per_decision.discount_unit = "decision"
+    tr = make_trainer("dqn_central", per_decision, spec, seed=0)
+    tr.set_budget(200)
+    tr._build(resolve_scenario("edge10", max_slots=20).config)
+    assert type(tr.model.replay_buffer).__name__ == "ReplayBuffer"
 
 
 def test_slot_discounting_trains_saves_and_reproduces(tmp_path):

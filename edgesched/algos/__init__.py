@@ -216,11 +216,14 @@ class DQNCentralConfig(AlgorithmConfig):
         action_masking: mask infeasible actions in training (greedy choice, targets and
             exploration; ``edgesched.algos.dqn_central``). Off by default: on edge10-v1 it
             did not remove the collapse to deferring and scored worse (module docstring).
-        discount_unit: ``decision`` (SB3's TD target, ``gamma`` per head decision) or
-            ``slot`` (``gamma`` per slot the decision ended: a longer queue no longer makes a
-            slot's cost cheaper; ``SlotDiscountReplayBuffer``).
+        discount_unit: ``slot`` (default: ``gamma`` per slot the decision ended, so a
+            longer queue does not make a slot's cost cheaper; ``SlotDiscountReplayBuffer``)
+            or ``decision`` (SB3's TD target as is, ``gamma`` per head decision; the form
+            of the v0 leaderboard entries).
         queue_shaping: weight ``k`` of the potential-based shaping ``phi(s) = -k * (queued
-            jobs)`` (0: off; ``edgesched.algos.dqn_central._TrainWorkloads``).
+            jobs)`` (default 1; 0: off, the v0 form; ``dqn_central._TrainWorkloads``).
+            With both defaults no training seed collapsed to passing over every job on
+            edge10-v1 (``benchmarks/results/dqn_central_study.md``).
     """
 
     name: str = "dqn_central"
@@ -236,8 +239,8 @@ class DQNCentralConfig(AlgorithmConfig):
     exploration_fraction: float = 0.3
     exploration_final_eps: float = 0.05
     action_masking: bool = False
-    discount_unit: str = "decision"
-    queue_shaping: float = 0.0
+    discount_unit: str = "slot"
+    queue_shaping: float = 1.0
 
 
 def _dqn_central(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:
