@@ -17,7 +17,9 @@ only the forecast input moves from 0 to 2, or only the queue inputs from empty t
 agent and class (0: the input is ignored); then the record's held-out mean JCT and RLPTO's
 cluster reward (higher is better). With ``--rules``, fixed controllers in the learned one's
 place (``RuleController``: grow whenever feasible, never grow, grow only when no job is
-queued) are evaluated on the same held-out seeds of each scenario, as reference points.
+queued) are evaluated on held-out seeds 10000.. (``--rule-seeds``, 10) of each scenario, as
+reference points, with the default reward weights; a run's JCT and reward are on its own
+record's held-out seeds, the reward with the run's own weights.
 With ``--signal S ...``, a freshly initialized controller's rollouts on scenario ``S`` give
 the mean advantage PPO assigns to grow and to keep where both were feasible, with the
 standard error of the difference (is there a learning signal to follow?).
@@ -50,6 +52,9 @@ def main() -> None:
         "--rules",
         action="store_true",
         help="also evaluate the fixed rules grow / keep / grow_if_idle on each scenario",
+    )
+    parser.add_argument(
+        "--rule-seeds", type=int, default=10, help="held-out seeds 10000.. of the rules"
     )
     parser.add_argument(
         "--signal",
@@ -93,7 +98,12 @@ def main() -> None:
             # shrinks (reference points for the learned controllers of this scenario)
             rules_done.add(record["scenario"])
             for rule in RuleController.RULES:
-                r = evaluate_rule(policy, rule, env_name, overrides, record["eval_seeds"])
+                seeds = list(range(10_000, 10_000 + args.rule_seeds))
+                # a fresh trainer: the default reward weights, whatever the run's were
+                fresh = make_trainer(
+                    "rlpto", algo_config("rlpto"), resolve_scenario(env_name).spec, seed=0
+                )
+                r = evaluate_rule(fresh, rule, env_name, overrides, seeds)
                 name = f"rule {rule} ({record['scenario']})"
                 report.print(f"{name:<28}{'':>74}{r['jct_mean']:>8.2f}{r['rlpto_reward']:>9.1f}")
     for name in args.signal:
