@@ -1,7 +1,7 @@
 """Classic scheduling heuristics behind the policy interface (DESIGN §4.3, §4.4).
 
 Every scheduler here reads only what an agent may see: its observation (blocks and fields
-named by :class:`~edgesched.envs.view.ObsLayout`, built from the
+named by :class:`~edgesched.envs.obs_layout.ObsLayout`, built from the
 :class:`~edgesched.policy.EnvSpec`), its action mask, and - for Optimus - the graph view. All
 decisions are vectorized over agents with numpy; small loops run only over pending slots or
 allocation levels where unavoidable.
