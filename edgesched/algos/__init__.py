@@ -216,14 +216,12 @@ class DQNCentralConfig(AlgorithmConfig):
         action_masking: mask infeasible actions in training (greedy choice, targets and
             exploration; ``edgesched.algos.dqn_central``). Off by default: on edge10-v1 it
             did not remove the collapse to deferring and scored worse (module docstring).
-        discount_unit: ``slot`` (default: ``gamma`` per slot the decision ended, so a
-            longer queue does not make a slot's cost cheaper; ``SlotDiscountReplayBuffer``)
-            or ``decision`` (SB3's TD target as is, ``gamma`` per head decision; the form
-            of the v0 leaderboard entries).
+        discount_unit: ``decision`` (default: SB3's TD target as is, ``gamma`` per head
+            decision) or ``slot`` (``gamma`` per slot the decision ended, so a longer queue
+            does not make a slot's cost cheaper; ``SlotDiscountReplayBuffer``).
         queue_shaping: weight ``k`` of the potential-based shaping ``phi(s) = -k * (queued
             jobs)`` (default 1; 0: off, the v0 form; ``dqn_central._TrainWorkloads``).
-            With both defaults no training seed collapsed to passing over every job on
-            edge10-v1 (``benchmarks/results/dqn_central_study.md``).
+            See ``benchmarks/results/dqn_central_study.md`` for the choice.
     """
 
     name: str = "dqn_central"
@@ -239,7 +237,7 @@ class DQNCentralConfig(AlgorithmConfig):
     exploration_fraction: float = 0.3
     exploration_final_eps: float = 0.05
     action_masking: bool = False
-    discount_unit: str = "slot"
+    discount_unit: str = "decision"
     queue_shaping: float = 1.0
 
 
