@@ -220,8 +220,9 @@ class DQNCentralConfig(AlgorithmConfig):
             decision) or ``slot`` (``gamma`` per slot the decision ended, so a longer queue
             does not make a slot's cost cheaper; ``SlotDiscountReplayBuffer``).
         queue_shaping: weight ``k`` of the potential-based shaping ``phi(s) = -k * (queued
-            jobs)`` (default 1; 0: off, the v0 form; ``dqn_central._TrainWorkloads``).
-            See ``benchmarks/results/dqn_central_study.md`` for the choice.
+            jobs)`` (default 0: off; ``dqn_central._TrainWorkloads``). Shaping removed the
+            collapse on edge10-v1 and made edge50-v1 worse, so it is off by default
+            (``benchmarks/results/dqn_central_study.md``).
     """
 
     name: str = "dqn_central"
@@ -238,7 +239,7 @@ class DQNCentralConfig(AlgorithmConfig):
     exploration_final_eps: float = 0.05
     action_masking: bool = False
     discount_unit: str = "decision"
-    queue_shaping: float = 1.0
+    queue_shaping: float = 0.0
 
 
 def _dqn_central(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:

@@ -24,28 +24,27 @@ Choices (documented because the paper gives no details):
   have room, and the view runs strict (``invalid_action='raise'``): an infeasible choice
   there is a bug and raises instead of being hidden in a record. Each evaluation row also
   reports ``invalid_actions`` (0 by construction).
-* The collapse to passing over every job, and its fix (``queue_shaping=1``, the default).
-  A single decision's effect on the return is small against the return itself: a trained
-  head's Q-values of passing and of its best placement differed by 0.1-0.2 on values near
-  -43 (edge10-v1), so the greedy choice followed approximation noise, and one training
-  seed in three ended passing over nearly everything (held-out mean JCT 219.9, 13 jobs
-  unfinished per episode), its curve showing the head falling into and out of that state
-  during training. The potential-based shaping ``phi(s) = -k * (queued jobs)``
-  (:class:`_TrainWorkloads`) charges leaving a job queued to the decision that leaves it,
-  without changing the optimal policy. ``discount_unit='slot'`` (:class:`
-  SlotDiscountReplayBuffer`) discounts by ``gamma`` per slot the decision ended instead of
-  per decision (per decision, a longer queue discounts the next slot's cost more). Measured
-  (3 training seeds, held-out seeds 10000..10009; ``benchmarks/results/
-  dqn_central_study.md``): on edge10-v1, per decision without shaping 26.5, 219.9, 33.3
-  (mean 93.2), per decision with shaping 24.4, 50.6, 33.9 (36.3), per slot with shaping
-  36.4, 39.4, 37.1 (37.6); on edge50-v1 per slot with shaping collapsed on seed 0 (207.5;
-  seed 1: 57.6), where per decision with shaping did not (see the study). So shaping per
-  decision is the default. A likely reason, not measured: per slot, ``gamma=0.99`` gives
-  the head a horizon of about 100 slots, where per decision at edge50's queue lengths
-  (dozens of decisions per slot) it spans a slot or two, and the default budget holds only
-  a few of edge50's central-view episodes to learn the longer horizon from. Reward
-  scaling (x0.1) and a dueling Q-network, tried on the collapsing edge10 seed, did not
-  prevent the collapse. The v0 entries were trained per decision without shaping.
+* The collapse to passing over every job (issue 22, not fixed). A single decision's
+  effect on the return is small against the return itself: a trained head's Q-values of
+  passing and of its best placement differed by 0.1-0.2 on values near -43 (edge10-v1),
+  so the greedy choice follows approximation noise, and some training seeds end passing
+  over nearly everything (edge10-v1: held-out mean JCT 219.9, 13 jobs unfinished per
+  episode), the curves showing heads falling into and out of that state during training.
+  Two options address it, both off by default: the potential-based shaping
+  ``phi(s) = -k * (queued jobs)`` (``queue_shaping``, :class:`_TrainWorkloads`) charges
+  leaving a job queued to the decision that leaves it without changing the optimal
+  policy, and ``discount_unit='slot'`` (:class:`SlotDiscountReplayBuffer`) discounts by
+  ``gamma`` per slot the decision ended instead of per decision (per decision, a longer
+  queue discounts the next slot's cost more). Measured (3 training seeds, held-out seeds
+  10000..10009; ``benchmarks/results/dqn_central_study.md``): on edge10-v1 per decision
+  26.5, 219.9, 33.3; with shaping 24.4, 50.6, 33.9; per slot with shaping 36.4, 39.4,
+  37.1. On edge50-v1 shaping made it worse (per decision with shaping 71.5, 133.2, 286.4;
+  per slot with shaping 207.5 and 57.6 on two seeds), so neither is the default. A likely
+  reason, not measured: the default budget holds only two or three of edge50's
+  central-view episodes, and with queues of a hundred jobs the shaping term
+  ``gamma * phi(s') - phi(s)`` pays ``(1 - gamma) * k * q`` for every pass, large next to
+  the per-slot cost. Reward scaling (x0.1) and a dueling Q-network, tried on the
+  collapsing edge10 seed, did not prevent the collapse either.
 * Training workloads: episode ``k`` runs ``train_episode_seed(seed, 0, k)``, disjoint from
   the held-out evaluation workloads like every other learner's.
 * Exploration decays linearly over the whole budget although training runs in chunks (one
