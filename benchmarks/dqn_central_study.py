@@ -4,8 +4,9 @@ Each ``--runs LABEL=DIR`` names a variant and a folder holding its finished runs
 ``eval.json`` below it with ``algo == "dqn_central"``). For each variant the table gives the
 held-out mean JCT of every training seed, their mean, the worst seed, and the mean number
 of jobs left unfinished (the signature of the collapse to passing over every job). The
-study behind ``algo=dqn_central``'s defaults, on edge10-v1 with 3 training seeds and the
-held-out seeds 10000..10009::
+study behind ``algo=dqn_central``'s options, on edge10-v1 and edge50-v1 with 3 training
+seeds and the held-out seeds 10000..10009 (shaping removed the collapse on edge10 and made
+edge50 worse, so the default stays per decision without shaping)::
 
     EV='experiment.eval_seeds=[10000,10001,10002,10003,10004,10005,10006,10007,10008,10009]'
     python train.py algo=dqn_central env=edge10 seed=S algo.discount_unit=slot \
@@ -13,7 +14,9 @@ held-out seeds 10000..10009::
     ...
     python benchmarks/dqn_central_study.py --runs decision=outputs/dqnstudy/decision \
         decision_shape1=outputs/dqnstudy/decision_shape1 \
-        slot_shape1=outputs/dqnstudy/slot_shape1 --out benchmarks/results
+        slot_shape1=outputs/dqnstudy/slot_shape1 ... --out benchmarks/results
+
+A label may repeat (one folder per scenario); rows keep the order given.
 """
 
 from __future__ import annotations

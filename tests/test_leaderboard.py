@@ -457,6 +457,16 @@ def test_readme_shows_the_generated_edge50_table():
     assert region.strip() == table_lines(md.read_text()).strip()
 
 
+def test_the_readme_copies_the_ranking_and_not_the_curves_table():
+    from edgesched.leaderboard.build import table_lines
+
+    md = "# t\n\n| a |\n|---|\n| 1 |\n\ntext\n\n| entry | steps |\n|---|---|\n| x | 5 |\n"
+    assert table_lines(md) == "| a |\n|---|\n| 1 |\n"
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    assert "| entry | training seeds | K |" not in readme
+
+
 # ---------------------------------------------------------------------------- studies
 def _row(algo, shield, learned, jct, lo, hi, coll_exec, coll_prop=10.0, util=0.5, seed_scores=None):
     from edgesched.leaderboard.build import Row

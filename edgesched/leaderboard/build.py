@@ -640,8 +640,18 @@ README_END = "<!-- leaderboard:edge50:end -->"
 
 
 def table_lines(md: str) -> str:
-    """The table rows of a generated leaderboard markdown file."""
-    return "\n".join(line for line in md.splitlines() if line.startswith("|")) + "\n"
+    """The rows of the first table of a generated leaderboard markdown file (the ranking).
+
+    A board may hold more tables after it (the sample-efficiency table); they are not part
+    of the ranking the README copies.
+    """
+    rows: list[str] = []
+    for line in md.splitlines():
+        if line.startswith("|"):
+            rows.append(line)
+        elif rows:
+            break
+    return "\n".join(rows) + "\n"
 
 
 def sync_readme(readme: str | Path, leaderboard_md: str | Path) -> bool:
