@@ -206,6 +206,9 @@ class ColocationMixin:
         keep their workers' stored rates. Crashes are decided on the placements as they
         stand; the survivors' rates are then computed without the crashed workers. Crashed
         jobs are released and re-queued. The slowdowns are ``None`` when nothing is slowed.
+        Up to ``_FEW_NODES`` dirty nodes go one at a time through the memo
+        (:meth:`_few_nodes`), more through the vectorized plan (:meth:`_sharing_plan`): one
+        rule in two forms, which ``tests/test_colocation.py`` checks give the same trajectory.
         """
         dirty = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
         if dirty.any():
