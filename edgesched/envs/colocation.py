@@ -226,30 +226,38 @@ class ColocationMixin:
                     self._dirty_nodes[calm] = False
                     dirty = dirty & ~calm
             few = np.flatnonzero(dirty)
-            if len(few) == 0:
-                return self._slowdown(running)
-            if len(few) <= _FEW_NODES:
+            if 0 < len(few) <= _FEW_NODES:
                 running, recheck = self._few_nodes(running, nodes, few, adv_a)
-                dirty = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
-                self._dirty_nodes[dirty] = False
-                self._dirty_nodes[recheck] = True
-                return self._slowdown(running)
-            plan = self._sharing_plan(running, nodes, dirty)
-            crashed: list[int] = []
-            for n, pos in plan["complex"] if plan is not None else ():
-                out = self._node_outcome(n, plan["models"][pos], plan["alloc"][pos])
-                crashed += plan["jobs"][pos][out[0]].tolist()
-            if crashed:
-                self._crash(np.unique(np.array(crashed, dtype=np.int64)))
-                running = running[self.status[running] == RUNNING]
-                more = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
-                dirty = dirty | more
-                plan = self._sharing_plan(running, self.w_node[running], dirty)
-            recheck = self._store_rates(plan) if plan is not None else []
+            elif len(few):
+                running, recheck = self._planned_nodes(running, nodes, dirty, adv_a)
+            else:
+                recheck = []
+            # crashes mark their jobs' other nodes dirty; those were evaluated too
+            dirty = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
             self._dirty_nodes[dirty] = False
             # a failing pair that only the survivors' re-packing revealed: decided next slot
             self._dirty_nodes[recheck] = True
         return self._slowdown(running)
+
+    def _planned_nodes(
+        self, running: np.ndarray, nodes: np.ndarray, dirty: np.ndarray, adv_a: np.ndarray | None
+    ) -> tuple[np.ndarray, list[int]]:
+        """Dirty nodes (bool ``dirty``) through the vectorized :meth:`_sharing_plan`.
+
+        Returns:
+            The surviving running jobs and the nodes to re-check next slot.
+        """
+        plan = self._sharing_plan(running, nodes, dirty)
+        crashed: list[int] = []
+        for n, pos in plan["complex"] if plan is not None else ():
+            out = self._node_outcome(n, plan["models"][pos], plan["alloc"][pos])
+            crashed += plan["jobs"][pos][out[0]].tolist()
+        if crashed:
+            self._crash(np.unique(np.array(crashed, dtype=np.int64)))
+            running = running[self.status[running] == RUNNING]
+            more = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
+            plan = self._sharing_plan(running, self.w_node[running], dirty | more)
+        return running, self._store_rates(plan) if plan is not None else []
 
     def _slowdown(self, running: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Count shared and starved worker-slots of ``running``; their (R, W) slowdowns."""

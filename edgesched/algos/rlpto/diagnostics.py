@@ -56,9 +56,8 @@ def controller_diagnostics(
     entropy: list[float] = []
     flips = {"forecast": 0, "queue": 0}
 
-    def greedy(x: np.ndarray, m: np.ndarray) -> np.ndarray:
-        logits = masked_logits(trainer.actor.policy(torch.from_numpy(x)), torch.from_numpy(m))
-        return logits.argmax(-1).numpy()
+    def logits_of(x: np.ndarray, m: np.ndarray) -> torch.Tensor:
+        return masked_logits(trainer.actor.policy(torch.from_numpy(x)), torch.from_numpy(m))
 
     for seed in seeds:
         sim.reset(seed=int(seed))
@@ -71,9 +70,7 @@ def controller_diagnostics(
             if real.any():
                 f, m = feats[real], mask[real]
                 with torch.no_grad():
-                    logits = masked_logits(
-                        trainer.actor.policy(torch.from_numpy(f)), torch.from_numpy(m)
-                    )
+                    logits = logits_of(f, m)
                     pr = torch.softmax(logits, -1)
                     entropy.append(float(-(pr * torch.log(pr.clamp_min(1e-12))).sum(-1).sum()))
                     a = logits.argmax(-1).numpy()
@@ -86,7 +83,8 @@ def controller_diagnostics(
                     ):
                         x0, x1 = f.copy(), f.copy()
                         x0[:, cols], x1[:, cols] = lo, hi
-                        flips[key] += int((greedy(x0, m) != greedy(x1, m)).sum())
+                        a0, a1 = logits_of(x0, m).argmax(-1), logits_of(x1, m).argmax(-1)
+                        flips[key] += int((a0 != a1).sum())
                 decisions += len(f)
             trainer._control(sim, prev, fc, greedy=True)
             sim.step(trainer.placer.act(sim.obs, sim.mask, None))
