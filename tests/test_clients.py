@@ -158,6 +158,10 @@ def _learn(algo: type, env: gym.Env):
         seed=0,
         device="cpu",
     )
+    # SB3's default logger leaves an SB3-<timestamp> folder in the temp dir on every learn()
+    from stable_baselines3.common.logger import Logger
+
+    model.set_logger(Logger(folder=None, output_formats=[]))
     model.learn(STEPS)
     assert model.num_timesteps == STEPS
     return model
