@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_golden import BASE as GOLDEN_BASE
 from test_golden import _defer, _place
 
@@ -30,7 +32,7 @@ from edgesched.envs import EdgeClusterSim, SimConfig
 from edgesched.envs.colocation import colocation_table
 from edgesched.envs.config import ConfigError
 from edgesched.envs.core import QUEUED, RUNNING
-from edgesched.envs.sharing import gpu_occupants
+from edgesched.envs.sharing import _sum, gpu_occupants, node_outcome
 
 # test_golden's hand-checked set-up (nothing random or modulated, every link alike), with
 # more arrivals, targets no job reaches in these few slots, and the measured model
@@ -390,3 +392,71 @@ def test_part_gpu_trace_jobs_become_workers_that_share_a_gpu(tmp_path):
     # whole GPUs (v0): after the first job, node 0 has no GPU left for the second
     _place(whole, a, 0)
     assert whole.capacity[0, 1] - whole.used[0, 1] < whole.j_alloc[b, 0, 1]
+
+
+@pytest.mark.parametrize(("scenario", "copies"), [("edge50-highload", 1), ("edge50", 3)])
+def test_stored_rates_equal_a_fresh_evaluation_of_every_node(scenario, copies):
+    """Rates are stored per worker and re-evaluated only on dirty nodes; after every slot,
+    every node not due for re-evaluation must hold what a from-scratch evaluation gives, and
+    a node not flagged ``_node_slowed`` only default rates and flags (what lets a calm dirty
+    node skip its write)."""
+    import edgesched
+
+    sim = edgesched.make_batched(scenario, copies)
+    sim.reset(seeds=list(range(copies)))
+    rng = np.random.default_rng(11)
+    checked = slowed_nodes = 0
+    for _ in range(250):
+        act = (rng.random(sim.mask.shape) * sim.mask).argmax(axis=1)
+        sim.step(act.reshape(copies, -1))
+        done = np.flatnonzero(sim.terminated | sim.truncated)
+        if len(done):
+            sim.reset_copies(done, [50 + int(b) for b in done])
+        run = sim.running
+        nodes = sim.w_node[run]
+        for n in range(sim.num_agents):
+            r, w = np.nonzero(nodes == n)
+            if not len(r):
+                continue
+            jobs = run[r]
+            order = np.argsort(sim.w_seq[jobs, w])
+            jobs, w = jobs[order], w[order]
+            crash, rate, shared, starved = sim._node_outcome(
+                n, sim.j_model[jobs], sim.w_alloc[jobs, w]
+            )
+            if sim._dirty_nodes[n]:
+                continue  # its workers changed after this slot's evaluation: next slot's
+            assert not crash, "a node holding a crash is re-checked next slot"
+            np.testing.assert_array_equal(sim.w_rate[jobs, w], rate)
+            np.testing.assert_array_equal(sim.w_gshared[jobs, w], shared)
+            assert (sim.w_starved[jobs, w] == starved).all()
+            if not sim._node_slowed[n]:
+                assert (sim.w_rate[jobs, w] == 1.0).all()
+                assert not sim.w_gshared[jobs, w].any() and not sim.w_starved[jobs, w].any()
+            slowed_nodes += int((sim.w_rate[jobs, w] != 1.0).any())
+            checked += 1
+    assert checked > 1000 and slowed_nodes > 100  # the slowed case was exercised
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(0.0, 1e4, allow_nan=False), min_size=0, max_size=12))
+def test_the_outcome_sum_is_numpys_bit_for_bit(x):
+    """The memoized outcome must not depend on which form (lists or arrays) computed it."""
+    assert _sum(x) == float(np.sum(np.asarray(x, dtype=np.float64)))
+
+
+def test_node_outcome_takes_lists_or_arrays_alike():
+    tab = colocation_table(tuple(TABLE["models"]))
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        k = int(rng.integers(1, 10))
+        models = rng.integers(0, len(TABLE["models"]), size=k)
+        alloc = np.column_stack(
+            [rng.integers(0, 6, k), rng.choice([0.5, 1.0, 2.0], k), rng.integers(1, 9, k)]
+        ).astype(np.float64)
+        cap = np.array([8.0, 2.0, 24.0])
+        cls = int(rng.integers(0, len(tab.classes)))
+        args = (tab, tab.pair[cls].tolist(), tab.fail[cls].tolist())
+        a = node_outcome(*args, cap, models, alloc, 0.5)
+        b = node_outcome(*args, cap.tolist(), models.tolist(), alloc.tolist(), 0.5)
+        assert a == b

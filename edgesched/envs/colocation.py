@@ -60,10 +60,11 @@ TIER_GPU_CLASS: dict[str, str | None] = {
     "jetson": None,
 }
 
-#: Up to this many dirty nodes per slot, nodes are evaluated one at a time (memoized);
-#: beyond it the vectorized plan's fixed cost is cheaper (measured on edge50; see
-#: ``ColocationMixin._few_nodes``).
-_FEW_NODES = 4
+#: Up to this many dirty nodes per slot, nodes are evaluated one at a time (memoized, workers
+#: grouped in Python); beyond it the vectorized plan takes over. Measured on edge500 (one
+#: copy) and edge50 (32 copies): the two paths cost within 5% of each other at any count,
+#: the grouped one a little less up to about 64 (see ``ColocationMixin._grouped_nodes``).
+_FEW_NODES = 64
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,12 @@ class ColocationMixin:
 
     def _init_colocation(self) -> None:
         self._measured = self.cfg.collision_mode == "measured"
+        # some job owes restart seconds (set by a crash, cleared by the progress model)
+        self._restarting = False
+        # _slowdown's last result, valid while the running set (the same array object: it is
+        # replaced, never changed in place) and the stored rates (generation) are unchanged
+        self._rates_gen = 0
+        self._slow_cache: tuple | None = None
         if not self._measured:
             self._coloc = None
             return
@@ -180,7 +187,14 @@ class ColocationMixin:
         self._coloc_memo: dict[tuple[float, ...], tuple] = {}
         self._pair_l = self._coloc.pair.tolist()
         self._fail_l = self._coloc.fail.tolist()
-        self._dirty_nodes = np.zeros(self.num_agents, dtype=bool)
+        # one more entry than nodes, always False: indexed by a worker's node, padding (-1)
+        # reads it, which saves masking the padding out on the hot path
+        self._dirty_ext = np.zeros(self.num_agents + 1, dtype=bool)
+        # per node: whether a running worker there may hold a rate or flag other than the
+        # defaults (rate 1, not shared, not starved). False is a promise (a calm dirty node
+        # that is not slowed needs no write), True only a possibility.
+        self._node_slowed = np.zeros(self.num_agents, dtype=bool)
+        self._pick_ext = np.zeros(self.num_agents + 1, dtype=bool)  # scratch, all False
         # whether some allocation level requests a fractional GPU (then any node may share)
         g = self._m_alloc[..., 1]
         self._frac_levels = bool((np.abs(g - np.round(g)) > GPU_EPS).any())
@@ -195,48 +209,58 @@ class ColocationMixin:
         # per agent of every copy (node ids are global in a batched simulator)
         self._node_class = np.tile(per_node, self.copies)
 
+    @property
+    def _dirty_nodes(self) -> np.ndarray:
+        """(N,) whether each node's running workers changed (a view; pickling keeps one array)."""
+        return self._dirty_ext[:-1]
+
     def _measured_slowdown(
         self, running: np.ndarray, adv_a: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Crash what must crash; the surviving ``running`` jobs and their (R, W) slowdowns.
 
-        Rates change only when a node's set of running workers changes (a placement, a
-        start, a finish, a crash, a resize marks the node dirty), so only dirty nodes of the
+        Rates change only when a node's set of running workers changes (a start, a finish,
+        a crash, a resize marks the node dirty), so only dirty nodes of the
         advancing copies (``adv_a``: per agent, ``None`` for all) are evaluated; the others
         keep their workers' stored rates. Crashes are decided on the placements as they
         stand; the survivors' rates are then computed without the crashed workers. Crashed
         jobs are released and re-queued. The slowdowns are ``None`` when nothing is slowed.
         Up to ``_FEW_NODES`` dirty nodes go one at a time through the memo
-        (:meth:`_few_nodes`), more through the vectorized plan (:meth:`_sharing_plan`): one
+        (:meth:`_grouped_nodes`), more through the vectorized plan (:meth:`_sharing_plan`): one
         rule in two forms, which ``tests/test_colocation.py`` checks give the same trajectory.
         """
         dirty = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
         if dirty.any():
+            self._rates_gen += 1  # every write of rates (and every crash) happens below
             nodes = self.w_node[running]
-            if not self._frac_levels:
-                # a node within capacity (and whole-GPU requests) shares nothing: its
-                # workers run at rate 1 and nothing crashes there (the plan would agree)
-                calm = dirty & ~(self.used > self.capacity + GPU_EPS).any(axis=1)
-                if calm.any():
-                    r, w = np.nonzero(calm[np.maximum(nodes, 0)] & (nodes >= 0))
-                    j = running[r]
-                    self.w_rate[j, w] = 1.0
-                    self.w_gshared[j, w] = False
-                    self.w_starved[j, w] = False
-                    self._dirty_nodes[calm] = False
-                    dirty = dirty & ~calm
-            few = np.flatnonzero(dirty)
-            if 0 < len(few) <= _FEW_NODES:
-                running, recheck = self._few_nodes(running, nodes, few, adv_a)
-            elif len(few):
-                running, recheck = self._planned_nodes(running, nodes, dirty, adv_a)
+            if np.count_nonzero(dirty) <= _FEW_NODES:
+                running, recheck = self._grouped_nodes(running, nodes, adv_a)
             else:
-                recheck = []
+                if not self._frac_levels:
+                    # a node within capacity (and whole-GPU requests) shares nothing: its
+                    # workers run at rate 1 and nothing crashes there (the plan would agree)
+                    calm = dirty & ~(self.used > self.capacity + GPU_EPS).any(axis=1)
+                    if calm.any():
+                        r, w = np.nonzero(calm[np.maximum(nodes, 0)] & (nodes >= 0))
+                        j = running[r]
+                        self.w_rate[j, w] = 1.0
+                        self.w_gshared[j, w] = False
+                        self.w_starved[j, w] = False
+                        self._node_slowed[calm] = False
+                        self._dirty_nodes[calm] = False
+                        dirty = dirty & ~calm
+                if dirty.any():
+                    running, recheck = self._planned_nodes(running, nodes, dirty, adv_a)
+                else:
+                    recheck = []
             # crashes mark their jobs' other nodes dirty; those were evaluated too
-            dirty = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
-            self._dirty_nodes[dirty] = False
+            if adv_a is None:
+                self._dirty_nodes.fill(False)
+            else:
+                self._dirty_nodes[adv_a] = False
             # a failing pair that only the survivors' re-packing revealed: decided next slot
-            self._dirty_nodes[recheck] = True
+            if recheck:
+                self._dirty_nodes[recheck] = True
         return self._slowdown(running)
 
     def _planned_nodes(
@@ -251,7 +275,7 @@ class ColocationMixin:
         crashed: list[int] = []
         for n, pos in plan["complex"] if plan is not None else ():
             out = self._node_outcome(n, plan["models"][pos], plan["alloc"][pos])
-            crashed += plan["jobs"][pos][out[0]].tolist()
+            crashed += plan["jobs"][pos][out[0]].tolist() if out[0] else []
         if crashed:
             self._crash(np.unique(np.array(crashed, dtype=np.int64)))
             running = running[self.status[running] == RUNNING]
@@ -260,63 +284,139 @@ class ColocationMixin:
         return running, self._store_rates(plan) if plan is not None else []
 
     def _slowdown(self, running: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """Count shared and starved worker-slots of ``running``; their (R, W) slowdowns."""
-        jc = self._job_capacity
-        rows = np.nonzero(self.w_gshared[running])[0]
-        if len(rows):
-            self._count("shared_gpu_slots", running[rows], jc)
-        rows = np.nonzero(self.w_starved[running])[0]
-        if len(rows):
-            self._count("cpu_starved_slots", running[rows], jc)
-        rate = self.w_rate[running]
-        if (rate == 1.0).all():
-            return running, None
-        return running, 1.0 / rate
+        """Count shared and starved worker-slots of ``running``; their (R, W) slowdowns.
 
-    def _few_nodes(
-        self, running: np.ndarray, nodes: np.ndarray, which: np.ndarray, adv_a: np.ndarray | None
+        The slowdowns change only with the running set or the stored rates, so a slot with
+        neither (about a third of edge50's) reuses the last slot's.
+        """
+        c = self._slow_cache
+        if c is not None and c[0] is running and c[1] == self._rates_gen:
+            shared, starved, slow = c[2], c[3], c[4]
+        else:
+            shared = running[np.nonzero(self.w_gshared[running])[0]]
+            starved = running[np.nonzero(self.w_starved[running])[0]]
+            rate = self.w_rate[running]
+            slow = None if (rate == 1.0).all() else 1.0 / rate
+            self._slow_cache = (running, self._rates_gen, shared, starved, slow)
+        jc = self._job_capacity
+        if len(shared):
+            self._count("shared_gpu_slots", shared, jc)
+        if len(starved):
+            self._count("cpu_starved_slots", starved, jc)
+        return running, slow
+
+    def _grouped_nodes(
+        self, running: np.ndarray, nodes: np.ndarray, adv_a: np.ndarray | None
     ) -> tuple[np.ndarray, list[int]]:
-        """Dirty nodes ``which`` (a few) one at a time through the memoized :meth:`_node_outcome`.
+        """The dirty nodes (a few) one at a time through the memoized outcome.
 
         The same two passes as the vectorized plan (crashes decided on the placements as
-        they stand, the survivors' rates without the crashed workers), at a handful of
-        numpy calls per node instead of the plan's fixed cost.
+        they stand, the survivors' rates without the crashed workers), at about a dozen
+        numpy calls per pass plus Python work per worker of the dirty nodes, instead of
+        the plan's fixed cost.
 
         Returns:
             The surviving running jobs and the nodes to re-check next slot.
         """
-        outs = [self._outcome_of(running, nodes, n) for n in which.tolist()]
-        crashed = [jobs[out[0]] for _, jobs, _, out in outs if len(out[0])]
+        crashed, recheck = self._group_pass(running, nodes, adv_a, first=True)
         if crashed:
-            self._crash(np.unique(np.concatenate(crashed)))
+            self._crash(np.unique(np.array(crashed, dtype=np.int64)))
             running = running[self.status[running] == RUNNING]
-            nodes = self.w_node[running]
-            more = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
-            outs = [self._outcome_of(running, nodes, n) for n in np.flatnonzero(more).tolist()]
-        recheck = []
-        for n, jobs, w, (crash, rate, shared, starved) in outs:
+            _, recheck = self._group_pass(running, self.w_node[running], adv_a, first=False)
+        return running, recheck
+
+    def _group_pass(
+        self, running: np.ndarray, nodes: np.ndarray, adv_a: np.ndarray | None, first: bool
+    ) -> tuple[list[int], list[int]]:
+        """Outcomes of the dirty nodes (of advancing copies), workers grouped in Python.
+
+        Nodes within capacity (whole-GPU requests only) run their workers at rate 1 (the
+        plan's shortcut), which only needs writing where a worker may hold something else
+        (``_node_slowed``); the others go through the memo with their workers in placement
+        order. Every selected worker's rate and flags are stored, unless this is a slot's
+        ``first`` pass and some job must crash: then nothing is, and the caller evaluates
+        the dirty nodes again without the crashed workers.
+
+        Returns:
+            The jobs to crash (``first`` pass only) and the nodes whose outcome holds a crash.
+        """
+        dn = np.flatnonzero(self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a)
+        cap_l = self.capacity[dn].tolist()
+        if self._frac_levels:
+            calm_l = [False] * len(cap_l)
+        else:
+            eps = GPU_EPS
+            calm_l = [
+                u[0] <= c[0] + eps and u[1] <= c[1] + eps and u[2] <= c[2] + eps
+                for u, c in zip(self.used[dn].tolist(), cap_l, strict=True)
+            ]
+        # (node, its capacity, calm) of each dirty node that needs evaluating or writing
+        todo = [
+            (n, c, calm)
+            for n, c, calm, slowed in zip(
+                dn.tolist(), cap_l, calm_l, self._node_slowed[dn].tolist(), strict=True
+            )
+            if slowed or not calm
+        ]
+        if not todo:
+            return [], []
+        pick = self._pick_ext
+        want = [t[0] for t in todo]
+        pick[want] = True
+        r, w = np.nonzero(pick[nodes])
+        pick[want] = False
+        jobs = running[r]
+        node_l = nodes[r, w].tolist()
+        groups: dict[int, list[int]] = {n: [] for n in want}
+        for i, n in enumerate(node_l):
+            groups[n].append(i)
+        k = len(node_l)
+        rate, shared, starved = [1.0] * k, [False] * k, [False] * k
+        slowed_l = [False] * len(todo)
+        crashed: list[int] = []
+        recheck: list[int] = []
+        if not all(t[2] for t in todo):
+            # Python lists: a node holds a few workers, and numpy's fixed cost per call on
+            # arrays of a few elements is what this path exists to avoid
+            seq_l = self.w_seq[jobs, w].tolist()
+            wkey = [
+                (m, *a)
+                for m, a in zip(
+                    self.j_model[jobs].tolist(), self.w_alloc[jobs, w].tolist(), strict=True
+                )
+            ]
+            cls_l = self._node_class[want].tolist()
+            memo = self._coloc_memo
+            for u, (n, c, calm) in enumerate(todo):
+                idx = groups[n]
+                if calm or not idx:
+                    continue
+                if len(idx) > 1:
+                    idx.sort(key=seq_l.__getitem__)
+                key = (cls_l[u], *c, *[wkey[i] for i in idx])
+                out = memo.get(key)
+                if out is None:
+                    out = self._outcome_miss(key)
+                if out[0]:
+                    recheck.append(n)
+                    if first:
+                        jobs_l = jobs.tolist()
+                        crashed += [jobs_l[idx[x]] for x in out[0]]
+                for i, ri, si in zip(idx, out[1], out[2], strict=True):
+                    rate[i], shared[i], starved[i] = ri, si, out[3]
+                slowed_l[u] = out[3] or any(out[2]) or any(x != 1.0 for x in out[1])
+        if not crashed:
             self.w_rate[jobs, w] = rate
             self.w_gshared[jobs, w] = shared
             self.w_starved[jobs, w] = starved
-            if len(crash):
-                recheck.append(n)
-        return running, recheck
-
-    def _outcome_of(
-        self, running: np.ndarray, nodes: np.ndarray, n: int
-    ) -> tuple[int, np.ndarray, np.ndarray, tuple]:
-        """Node ``n``'s running workers in placement order and its :meth:`_node_outcome`."""
-        r, w = np.nonzero(nodes == n)
-        jobs = running[r]
-        if len(jobs) > 1:
-            order = np.argsort(self.w_seq[jobs, w])
-            jobs, w = jobs[order], w[order]
-        return n, jobs, w, self._node_outcome(n, self.j_model[jobs], self.w_alloc[jobs, w])
+            self._node_slowed[want] = slowed_l
+        return crashed, recheck
 
     def _mark_dirty(self, nodes: np.ndarray) -> None:
         """Nodes (-1 = padding, ignored) whose running workers changed: re-evaluate them."""
         if self._measured:
-            self._dirty_nodes[nodes[nodes >= 0]] = True
+            self._dirty_ext[nodes] = True
+            self._dirty_ext[-1] = False  # padding wrote the sentinel
 
     def _sharing_plan(
         self, running: np.ndarray, nodes: np.ndarray, which: np.ndarray
@@ -413,41 +513,53 @@ class ColocationMixin:
             if len(crash):
                 recheck.append(n)
         jobs, w = plan["jobs"], plan["w"]
+        self._node_slowed[plan["node_u"]] = True  # (a possibility, see _init_colocation)
         self.w_rate[jobs, w] = np.maximum(rate, 1e-12)
         self.w_gshared[jobs, w] = shared
         self.w_starved[jobs, w] = starved
         return recheck
 
     def _node_outcome(
-        self, n: int, models: np.ndarray, alloc: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        self,
+        n: int,
+        models: np.ndarray | list[int],
+        alloc: np.ndarray | list[list[float]],
+    ) -> tuple[list[int], list[float], list[bool], bool]:
         """What node ``n`` does to its workers (placement order): memoized.
 
         The outcome depends only on the node's GPU class and capacity and on the workers'
         models and allocations in order, which repeat, so it is computed once per such
-        configuration (the dictionary is cleared past 65,536 entries).
+        configuration (the dictionary is cleared past 65,536 entries). Callers must not
+        modify the returned lists.
 
         Returns:
-            ``(crash, rate, gpu_shared, cpu_starved)``: positions of the workers whose jobs
-            crash (newest first), each worker's rate relative to running alone if nothing
-            crashed, whether it shares a GPU, and whether the node's cores are oversubscribed.
+            :func:`~edgesched.envs.sharing.node_outcome`'s ``(crash, rate, gpu_shared,
+            cpu_starved)``: positions of the workers whose jobs crash (newest first), each
+            worker's rate relative to running alone if nothing crashed, whether it shares a
+            GPU, and whether the node's cores are oversubscribed.
         """
-        cap = self.capacity[n]
-        cls = int(self._node_class[n])
-        key = (cls, *cap.tolist(), *models.tolist(), *alloc.ravel().tolist())
+        alloc_l = np.asarray(alloc, dtype=np.float64).reshape(-1, 3).tolist()
+        key = (
+            int(self._node_class[n]),
+            *self.capacity[n].tolist(),
+            *[(m, *a) for m, a in zip(np.asarray(models).tolist(), alloc_l, strict=True)],
+        )
+        out = self._coloc_memo.get(key)
+        return self._outcome_miss(key) if out is None else out
+
+    def _outcome_miss(self, key: tuple) -> tuple[list[int], list[float], list[bool], bool]:
+        """Compute and memoize the outcome of a memo key (class, capacity, workers)."""
         cache = self._coloc_memo
-        hit = cache.get(key)
-        if hit is not None:
-            return hit
         if len(cache) > 65_536:
             cache.clear()
+        cls, workers = key[0], key[4:]
         out = node_outcome(
             self._coloc,
             self._pair_l[cls] if cls >= 0 else None,
             self._fail_l[cls] if cls >= 0 else None,
-            cap,
-            models,
-            alloc,
+            list(key[1:4]),
+            [wk[0] for wk in workers],
+            [list(wk[1:]) for wk in workers],
             self.cfg.unmeasured_gpu_share,
         )
         cache[key] = out
@@ -470,6 +582,7 @@ class ColocationMixin:
             np.subtract.at(self.node_workers, nodes, 1.0)
             gpus = float(self.w_alloc[j, :w, 1].sum())
             self.startup_s[j] = tab.restart_seconds(int(self.j_model[j]), gpus)
+        self._restarting = True
         restart = np.round(self.startup_s[jobs]).astype(np.int64)
         self._tally(self._cnt["restart_seconds"], jobs, self._job_capacity, restart)
         self._mark_dirty(self.w_node[jobs].ravel())
@@ -488,8 +601,10 @@ class ColocationMixin:
 
     def _checkpoint(self, running: np.ndarray) -> None:
         """Count a slot of running for each of ``running`` and checkpoint on the interval."""
-        self.run_slots[running] += 1
+        slots = self.run_slots[running] + 1
+        self.run_slots[running] = slots
         interval = self.cfg.checkpoint_interval
         if interval:
-            due = running[self.run_slots[running] % interval == 0]
-            self.ckpt_progress[due] = self.progress[due]
+            due = running[slots % interval == 0]
+            if len(due):
+                self.ckpt_progress[due] = self.progress[due]

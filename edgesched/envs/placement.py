@@ -299,9 +299,10 @@ class PlacementMixin:
         self.w_alloc[jobs, widx] = alloc
         self.w_level[jobs, widx] = level
         if self._measured:
+            # no node is marked dirty here: a node's outcome depends on its running workers
+            # only, and these join them when their job starts (``_start`` marks the nodes)
             self.w_seq[jobs, widx] = np.arange(self._seq, self._seq + len(jobs))
             self._seq += len(jobs)
-            self._mark_dirty(targets)
         self.w_iter0[jobs, widx] = self.progress_model.iteration_seconds(self, jobs, level, targets)
         np.add.at(self.used, targets, alloc)
         np.add.at(self.node_workers, targets, 1.0)

@@ -164,7 +164,12 @@ def gpu_occupants(g: np.ndarray | list[float], gpus: int) -> list[list[int]]:
 
 
 def _failing_newest(
-    fail: list[list[bool]], models: list[int], g: list[float], alive: list[bool], gpus: int
+    fail: list[list[bool]],
+    models: list[int],
+    g: list[float],
+    alive: list[bool],
+    gpus: int,
+    packed: list[list[int]] | None = None,
 ) -> int | None:
     """Position of the newest live worker on a GPU holding a failing pair, if any.
 
@@ -176,11 +181,14 @@ def _failing_newest(
         g: GPUs each requests.
         alive: whether each is still alive.
         gpus: the node's GPU count.
+        packed: ``gpu_occupants(g, gpus)`` when already computed (used while all live).
     """
     idx = [i for i, a in enumerate(alive) if a]
     if len(idx) < 2:
         return None
-    for occ in gpu_occupants([g[i] for i in idx], gpus):
+    if packed is None or len(idx) < len(alive):
+        packed = gpu_occupants([g[i] for i in idx], gpus)
+    for occ in packed:
         if len(occ) < 2:
             continue
         m = [models[idx[o]] for o in occ]
@@ -189,15 +197,30 @@ def _failing_newest(
     return None
 
 
+def _sum(x: list[float]) -> float:
+    """``np.sum`` of a 1-D float64 array of ``x``, bit for bit.
+
+    Below eight terms numpy adds in order from zero, as this does; from eight on it uses
+    pairwise summation, so that case defers to it (the memoized outcome must not depend on
+    which form computed it).
+    """
+    if len(x) >= 8:
+        return float(np.sum(np.asarray(x, dtype=np.float64)))
+    t = 0.0
+    for v in x:
+        t += v
+    return t
+
+
 def node_outcome(
     tab: Any,
     pair: list[list[float]] | None,
     fail: list[list[bool]] | None,
-    cap: np.ndarray,
-    models: np.ndarray,
-    alloc: np.ndarray,
+    cap: np.ndarray | list[float],
+    models: np.ndarray | list[int],
+    alloc: np.ndarray | list[list[float]],
     unmeasured_share: float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+) -> tuple[list[int], list[float], list[bool], bool]:
     """What one node does to its running workers (placement order), any configuration.
 
     Host memory over capacity crashes the newest workers' jobs until the rest fit; then,
@@ -212,31 +235,40 @@ def node_outcome(
         fail: ``tab.fail`` of that class as nested lists (``None``: unmeasured).
         cap: (3,) the node's capacity (cores, GPUs, memory).
         models: (K,) model of each worker.
-        alloc: (K, 3) their allocations.
+        alloc: (K, 3) their allocations (an array or nested lists).
         unmeasured_share: ``unmeasured_gpu_share`` of the configuration.
 
     Returns:
-        ``(crash, rate, gpu_shared, cpu_starved)``: positions of the workers whose jobs
-        crash (newest first), each worker's rate relative to running alone if nothing
-        crashed, whether it shares a GPU, and whether the node's cores are oversubscribed.
+        ``(crash, rate, gpu_shared, cpu_starved)`` as lists: positions of the workers whose
+        jobs crash (newest first), each worker's rate relative to running alone if nothing
+        crashed (at least 1e-12), whether it shares a GPU, and whether the node's cores are
+        oversubscribed.
     """
     # a node holds a few workers: plain Python lists are cheaper here than numpy calls on
     # arrays of a few elements, and the memo above this misses often (about one lookup in
-    # five on edge50 after 40k random steps)
-    models_l = models.tolist()
-    g_l = alloc[:, 1].tolist()
+    # four on edge50 in steady state). Sums keep numpy's order (np.cumsum adds in order).
+    cap_l = cap.tolist() if isinstance(cap, np.ndarray) else [float(c) for c in cap]
+    alloc_l = alloc.tolist() if isinstance(alloc, np.ndarray) else [list(a) for a in alloc]
+    models_l = [int(m) for m in models]
+    g_l = [float(a[1]) for a in alloc_l]
     k_all = len(models_l)
-    gpus = round(float(cap[1]))
-    alive = (np.cumsum(alloc[:, 2]) <= cap[2] + GPU_EPS).tolist()
+    gpus = round(float(cap_l[1]))
+    mem_cap = cap_l[2] + GPU_EPS
+    alive = []
+    used = 0.0
+    for a in alloc_l:
+        used += a[2]
+        alive.append(used <= mem_cap)
     crash = [i for i in range(k_all - 1, -1, -1) if not alive[i]]
-    if fail is not None and gpus > 0:
-        while (victim := _failing_newest(fail, models_l, g_l, alive, gpus)) is not None:
+    packed = gpu_occupants(g_l, gpus) if gpus > 0 else []
+    if fail is not None and gpus > 0 and any(len(occ) > 1 for occ in packed):
+        while (victim := _failing_newest(fail, models_l, g_l, alive, gpus, packed)) is not None:
             crash.append(victim)
             alive[victim] = False
     rate = [1.0] * k_all
     gpu_shared = [False] * k_all
     if gpus > 0:
-        for occ in gpu_occupants(g_l, gpus):
+        for occ in packed:
             k = len(occ)
             if k < 2:
                 continue
@@ -250,19 +282,14 @@ def node_outcome(
             for i, ri in zip(occ, r, strict=True):
                 rate[i] = min(rate[i], ri)
                 gpu_shared[i] = True
-    held = float(alloc[:, 0].sum())
-    starved = held > cap[0] + GPU_EPS
+    held = _sum([a[0] for a in alloc_l])
+    starved = held > cap_l[0] + GPU_EPS
     if starved:
-        share = cap[0] / held
-        per_gpu = (alloc[:, 0] / np.maximum(alloc[:, 1], 1.0)).tolist()
+        share = cap_l[0] / held
+        per_gpu = [a[0] / max(a[1], 1.0) for a in alloc_l]
         for i, mi in enumerate(models_l):
             full = float(tab.cpu_rate(mi, per_gpu[i]))
             rate[i] *= float(tab.cpu_rate(mi, per_gpu[i] * share)) / max(full, 1e-12)
     # a failing pair seen only here (a crash elsewhere re-packed the node's GPUs) makes no
     # progress this slot; the next slot's first pass crashes its newer job
-    return (
-        np.asarray(crash, dtype=np.int64),
-        np.maximum(np.asarray(rate, dtype=np.float64), 1e-12),
-        np.asarray(gpu_shared, dtype=bool),
-        bool(starved),
-    )
+    return crash, [max(r, 1e-12) for r in rate], gpu_shared, bool(starved)
