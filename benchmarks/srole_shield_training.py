@@ -8,13 +8,22 @@ The variants (``algo.shield_training`` / ``algo.penalize``, see ``SROLEConfig``)
 * ``pre``: preemptive, agents commit in a random order with masks that exclude what the
   earlier commitments took, so the central shield has nothing left to correct;
 * ``chgw025``, ``chgw4``: ``chg`` with ``collision_penalty`` 0.25 and 4 instead of 1 (the
-  penalty weight's sweep).
+  penalty weight's sweep);
+* ``prereg``, ``chgreg``: ``pre`` and ``chg`` with the regional shield (``shield=regional``:
+  one shield per region, so preemptive masks exclude only the commitments of the agent's own
+  region, and the post-posed correction is the regional protocol's).
+
+The central variants train with ``shield=central`` (srole's default), the regional ones
+with ``shield=regional``; each run is evaluated behind the shield it trained with.
 
 Train them first (one output folder per variant, so runs of one second cannot share a
 directory), e.g. for seeds 0, 1, 2::
 
     python train.py algo=srole env=edge50 seed=S algo.variant=pre \
         algo.shield_training=preemptive output_dir=outputs/srolestudy/pre \
+        'experiment.eval_seeds=[10000,...,10009]'
+    python train.py algo=srole env=edge50 shield=regional seed=S algo.variant=prereg \
+        algo.shield_training=preemptive output_dir=outputs/srolestudy/prereg \
         'experiment.eval_seeds=[10000,...,10009]'
 
 then ``python benchmarks/srole_shield_training.py --runs outputs/srolestudy --out
@@ -65,6 +74,7 @@ def evaluate(run: Path) -> dict[str, dict[str, float]]:
             k: float(res[k]) for k in ("jct_mean", "collisions_proposed", "collisions_executed")
         }
     out["train_seed"] = record["train_seed"]
+    out["shield"] = policy.shield
     return out
 
 
@@ -88,16 +98,17 @@ def main() -> None:
         rows.append((variant, res))
     scen = json.loads((next(iter(found.values()))[0] / "eval.json").read_text())["scenario"]
     rep.print(
-        f"Machine: {cpu_name()}. Scenario `{scen}`, `srole` with the central shield, default "
-        f"budget; {time.perf_counter() - t0:.0f} s to evaluate. Mean over training seeds "
-        "(per-seed values in brackets) of each run's mean over its held-out seeds."
+        f"Machine: {cpu_name()}. Scenario `{scen}`, `srole` at the default budget, each "
+        "variant evaluated behind the shield it trained with (column *shield*) and without one; "
+        f"{time.perf_counter() - t0:.0f} s to evaluate. Mean over training seeds (per-seed "
+        "values in brackets) of each run's mean over its held-out seeds."
     )
     rep.print()
     rep.print(
-        "| variant | training seeds | shield on: mean JCT | on: collisions proposed / executed "
-        "| shield off: mean JCT | off: collisions executed |"
+        "| variant | shield | training seeds | shield on: mean JCT | on: collisions proposed / "
+        "executed | shield off: mean JCT | off: collisions executed |"
     )
-    rep.print("|---|---|---|---|---|---|")
+    rep.print("|---|---|---|---|---|---|---|")
     for variant, res in rows:
 
         def cell(side: str, key: str, res: list = res) -> str:
@@ -107,8 +118,10 @@ def main() -> None:
         seeds = ",".join(str(r["train_seed"]) for r in res)
         on_prop = np.mean([r["on"]["collisions_proposed"] for r in res])
         on_exec = np.mean([r["on"]["collisions_executed"] for r in res])
+        shields = "/".join(sorted({r["shield"] for r in res}))
         rep.print(
-            f"| {variant} | {seeds} | {cell('on', 'jct_mean')} | {on_prop:.1f} / {on_exec:.1f} | "
+            f"| {variant} | {shields} | {seeds} | {cell('on', 'jct_mean')} | "
+            f"{on_prop:.1f} / {on_exec:.1f} | "
             f"{cell('off', 'jct_mean')} | {cell('off', 'collisions_executed')} |"
         )
     rep.save()

@@ -1,0 +1,174 @@
+r"""TapFinger's sample-efficiency curve beyond the default budget (issue 22, item 2).
+
+Does ``tapfinger`` lose to Optimus and Tiresias on ``tapfinger-hetero6`` because it sees too
+little experience? Train it past the default budget (150k environment steps) with a
+learning curve, e.g. four times the default on seeds 0 and 1::
+
+    python train.py algo=tapfinger env=tapfinger-hetero6 seed=S \
+        experiment.total_env_steps=600000 experiment.curve_every=60 \
+        experiment.curve_seeds=3 'experiment.eval_seeds=[10000,...,10009]' \
+        output_dir=outputs/tfbudget
+
+then ``python benchmarks/tapfinger_budget.py --runs outputs/tfbudget --out
+benchmarks/results``. Every run's ``eval.json`` holds its held-out mean JCT every
+``curve_every`` updates on the curve seeds (the first ``curve_seeds`` evaluation seeds). The
+table aggregates the runs' points the way the leaderboards do (mean over training seeds,
+95% stratified bootstrap CI over training seeds within each curve seed); the paper's
+baselines are evaluated here on the same curve seeds, so each point can be read against
+them. The figure is the same curve with the baselines as horizontal lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from _report import Report, cpu_name
+
+from edgesched.baselines import make_baseline
+from edgesched.envs.handle import resolve_scenario
+from edgesched.experiment.evaluation import evaluate_scheduler
+from edgesched.leaderboard import stats
+
+BASELINES = ("optimus", "tiresias", "optimus_preemptive", "tiresias_preemptive")
+
+
+def load_runs(root: Path) -> list[dict]:
+    """The ``eval.json`` of every finished run under ``root`` that recorded a curve."""
+    out = []
+    for ev in sorted(root.glob("**/eval.json")):
+        rec = json.loads(ev.read_text())
+        if rec.get("curve"):
+            rec["_dir"] = str(ev.parent)
+            out.append(rec)
+    return out
+
+
+def aggregate(runs: list[dict]) -> tuple[list[int], list[tuple[int, stats.Estimate, list[float]]]]:
+    """Curve points shared by all runs: ``(steps, estimate, per-run means)`` in step order.
+
+    Raises:
+        SystemExit: the runs' curves differ in interval or seeds, or in scenario.
+    """
+    first = runs[0]["curve"]
+    for r in runs:
+        c = r["curve"]
+        if (c["every"], c["seeds"], r["scenario"]) != (
+            first["every"],
+            first["seeds"],
+            runs[0]["scenario"],
+        ):
+            raise SystemExit(
+                f"{r['_dir']}: curve every={c['every']} seeds={c['seeds']} on {r['scenario']} "
+                f"differs from {runs[0]['_dir']}'s; aggregate runs of one protocol only"
+            )
+    steps = sorted(
+        set.intersection(*({int(p["env_steps"]) for p in r["curve"]["points"]} for r in runs))
+    )
+    points = []
+    for step in steps:
+        at = [next(p for p in r["curve"]["points"] if int(p["env_steps"]) == step) for r in runs]
+        mat = np.array([p["per_seed"] for p in at], dtype=np.float64)  # (runs, curve seeds)
+        est = stats.stratified_bootstrap([mat[:, j] for j in range(mat.shape[1])], "mean")
+        points.append((step, est, mat.mean(axis=1).tolist()))
+    return [int(s) for s in first["seeds"]], points
+
+
+def baseline_jct(scenario: str, overrides: dict, seeds: list[int], episodes: int) -> dict:
+    """Mean JCT of each paper baseline on the curve seeds (the runs' evaluation protocol)."""
+    handle = resolve_scenario(scenario, **overrides)
+    out = {}
+    for name in BASELINES:
+        res = evaluate_scheduler(
+            make_baseline(name, handle.spec, seed=0), handle, None, seeds, episodes
+        )
+        out[name] = float(res["summary"]["jct_mean"])
+    return out
+
+
+def plot(path: Path, points: list, refs: dict[str, float], title: str) -> None:
+    """The aggregated curve with its CI band and the baselines as horizontal lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    x = np.array([s for s, _, _ in points], dtype=np.float64)
+    ax.plot(x, [e.value for _, e, _ in points], "o-", ms=3, label="tapfinger")
+    ax.fill_between(x, [e.low for _, e, _ in points], [e.high for _, e, _ in points], alpha=0.2)
+    for i, (name, v) in enumerate(sorted(refs.items(), key=lambda kv: kv[1])):
+        ax.axhline(v, ls="--", lw=1, color=f"C{i + 1}", label=f"{name} {v:.2f}")
+    ax.axvline(150_000, color="grey", lw=0.8, ls=":", label="default budget")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("held-out mean JCT (slots)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+
+
+def main() -> None:
+    """Aggregate the runs' curves, evaluate the baselines, print (and write) the study."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", default="outputs/tfbudget", help="folder of the budget runs")
+    p.add_argument("--out", default="", help="directory for tapfinger_budget.md and .png")
+    args = p.parse_args()
+    t0 = time.perf_counter()
+    runs = load_runs(Path(args.runs))
+    if not runs:
+        raise SystemExit(f"--runs {args.runs}: no finished run with a curve (eval.json)")
+    seeds, points = aggregate(runs)
+    scen = runs[0]["scenario"]
+    refs = baseline_jct(
+        scen, runs[0].get("env_overrides") or {}, seeds, runs[0]["episodes_per_seed"]
+    )
+    rep = Report("tapfinger_budget", args.out)
+    rep.print(
+        f"Generated by `python benchmarks/tapfinger_budget.py --runs {args.runs}"
+        f"{' --out ' + args.out if args.out else ''}`."
+    )
+    rep.print()
+    walls = [r["train"]["wall_time"] / 60 for r in runs]
+    rep.print(
+        f"Machine: {cpu_name()}. `{scen}`, `tapfinger` with its defaults, {len(runs)} training "
+        f"seed(s) ({', '.join(str(r['train_seed']) for r in runs)}) of "
+        f"{runs[0]['train']['env_steps']:,} environment steps (default budget: 150,000), "
+        f"{min(walls):.0f}-{max(walls):.0f} min each (evaluations included); held-out mean "
+        f"JCT every {runs[0]['curve']['every']} updates on curve seeds {seeds}; mean over "
+        "training seeds with a 95% stratified bootstrap CI. The baselines on the same seeds: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in sorted(refs.items(), key=lambda kv: kv[1]))
+        + f". {time.perf_counter() - t0:.0f} s to build."
+    )
+    rep.print()
+    rep.print("| env steps | mean held-out JCT [95% CI] | per training seed | vs best baseline |")
+    rep.print("|---|---|---|---|")
+    best = min(refs.values())
+    for step, est, per_run in points:
+        rep.print(
+            f"| {step:,} | {est.value:.2f} [{est.low:.2f}, {est.high:.2f}] | "
+            f"{', '.join(f'{v:.2f}' for v in per_run)} | {100 * (est.value / best - 1):+.1f}% |"
+        )
+    rep.print()
+    tail = [e.value for s, e, _ in points if s > 150_000]
+    if len(tail) >= 2:
+        at_default = [e.value for s, e, _ in points if s <= 150_000]
+        rep.print(
+            f"At or below the default budget the best point is {min(at_default):.2f}; beyond it "
+            f"{min(tail):.2f} (last point {tail[-1]:.2f}). The best baseline is {best:.2f}."
+        )
+    rep.save()
+    if args.out:
+        plot(
+            Path(args.out) / "tapfinger_budget.png",
+            points,
+            refs,
+            f"{scen}: tapfinger vs environment steps (95% CI over training seeds)",
+        )
+
+
+if __name__ == "__main__":
+    main()
