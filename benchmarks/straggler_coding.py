@@ -32,11 +32,11 @@ import numpy as np
 from edgesched.baselines import make_baseline
 from edgesched.envs.coding import (
     flat_gc_iteration_times,
-    optimize_hgc,
     pai_stragglers,
     shifted_exponential,
     uncoded_iteration_times,
 )
+from edgesched.envs.coding_opt import optimize_hgc
 from edgesched.envs.core import DONE, EdgeClusterSim
 from edgesched.envs.scenarios import get_scenario
 from edgesched.experiment.seeds import eval_workload_seed

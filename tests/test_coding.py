@@ -14,12 +14,12 @@ from edgesched.envs.coding import (
     build_hgc,
     flat_gc_iteration_times,
     hgc_iteration_times,
-    optimize_hgc,
     pai_stragglers,
     partition_sizes,
     shifted_exponential,
     uncoded_iteration_times,
 )
+from edgesched.envs.coding_opt import optimize_hgc
 
 INSTANCES = [
     ((2, 3, 2), 1, 1),

@@ -6,7 +6,7 @@ worker 0's node hosts the master and each group's first worker its edge aggregat
 simulator is built, the scheme picks per job size the tolerances ``(s_e, s_w)`` that minimize
 the expected iteration time under the scenario's own straggler model (the PAI-fitted
 slowdown with its ``straggler_scale`` and ``straggler_prob_scale``; Monte Carlo with a fixed
-seed, greedy optimizer of :func:`~edgesched.envs.coding.optimize_hgc`). Each slot the
+seed, greedy optimizer of :func:`~edgesched.envs.coding_opt.optimize_hgc`). Each slot the
 iteration's compute time is the order statistic of the coded workers' times: every edge
 waits for its ``m_i - s_w`` fastest workers, each computing its coded load, and the master
 for its ``n - s_e`` fastest edges. Communication: each worker sends one gradient to its
@@ -31,7 +31,8 @@ import functools
 
 import numpy as np
 
-from .coding import optimize_hgc, pai_stragglers
+from .coding import pai_stragglers
+from .coding_opt import optimize_hgc
 from .config import SimConfig
 from .sync import SyncScheme, _gossip_time, _seconds, register_sync_scheme
 
