@@ -11,6 +11,8 @@ edge50 worse, so the default stays per decision without shaping)::
     EV='experiment.eval_seeds=[10000,10001,10002,10003,10004,10005,10006,10007,10008,10009]'
     python train.py algo=dqn_central env=edge10 seed=S algo.discount_unit=slot \
         algo.queue_shaping=1 "$EV" output_dir=outputs/dqnstudy/slot_shape1
+    python train.py algo=dqn_central env=edge10 seed=S algo.action_masking=true \
+        algo.work_conserving=true "$EV" output_dir=outputs/dqnstudy/conserving
     ...
     python benchmarks/dqn_central_study.py --runs decision=outputs/dqnstudy/decision \
         decision_shape1=outputs/dqnstudy/decision_shape1 \
@@ -38,7 +40,7 @@ def main() -> None:
     report = Report("dqn_central_study", args.out)
     report.print(f"machine: {cpu_name()}")
     report.print(
-        f"{'variant':<18}{'discount':>10}{'shaping':>9}{'scenario':>12}"
+        f"{'variant':<18}{'discount':>10}{'shaping':>9}{'mask':>6}{'wc':>4}{'scenario':>12}"
         f"{'  mean JCT per training seed':<40}{'mean':>8}{'worst':>8}{'unfinished':>12}"
     )
     for item in args.runs:
@@ -64,10 +66,13 @@ def main() -> None:
         # without shaping (marked *)
         report.print(
             f"{label:<18}{algo.get('discount_unit', 'decision*'):>10}"
-            f"{algo.get('queue_shaping', '0*')!s:>9}{records[0]['scenario']:>12}  "
+            f"{algo.get('queue_shaping', '0*')!s:>9}"
+            f"{'yes' if algo.get('action_masking') else 'no':>6}"
+            f"{'yes' if algo.get('work_conserving') else 'no':>4}{records[0]['scenario']:>12}  "
             f"{seeds:<38}{jct.mean():>8.2f}{jct.max():>8.2f}{unfinished:>12.1f}"
         )
     report.print("* key absent: trained before the option existed (per decision, no shaping)")
+    report.print("mask: algo.action_masking; wc: algo.work_conserving (pass only if nothing fits)")
     report.save()
 
 

@@ -321,3 +321,13 @@ def test_algorithm_choices_name_the_key_the_value_and_what_is_allowed(override, 
     algo = "dqn_central" if "discount" in override else "srole"
     with pytest.raises(ExperimentConfigError, match=rf"algo\.\w+='bogus'.*{allowed}"):
         validate(_compose([f"algo={algo}", override]))
+
+
+def test_a_work_conserving_head_needs_masking():
+    from edgesched.experiment import ExperimentConfigError
+
+    with pytest.raises(ExperimentConfigError, match=r"algo\.work_conserving=True.*action_masking"):
+        validate(_compose(["algo=dqn_central", "algo.work_conserving=true"]))
+    validate(
+        _compose(["algo=dqn_central", "algo.work_conserving=true", "algo.action_masking=true"])
+    )

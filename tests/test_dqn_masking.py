@@ -9,15 +9,16 @@ import torch
 from test_training import make_cfg
 
 from edgesched.algos import algo_config, config_from_dict, make_trainer
-from edgesched.algos.dqn_central import MASKED_Q, _MaskInObs
+from edgesched.algos.dqn_central import MASKED_Q, _MaskInObs, work_conserving
 from edgesched.envs.central import EdgeSchedCentralEnv
 from edgesched.envs.handle import resolve_scenario
 from edgesched.experiment.runner import run
 
 
-def _trainer(masking: bool, budget: int = 200):
+def _trainer(masking: bool, budget: int = 200, conserving: bool = False):
     cfg = algo_config("dqn_central", hidden=[16, 16], learning_starts=16, batch_size=8)
     cfg.action_masking = masking
+    cfg.work_conserving = conserving
     spec = resolve_scenario("edge10", max_slots=20).spec
     tr = make_trainer("dqn_central", cfg, spec, seed=0)
     tr.set_budget(budget)
@@ -182,3 +183,40 @@ def test_queue_shaping_is_potential_based(per_slot):
     assert r_shaped != r_plain  # the shaping did something
     assert phi0 != 0.0 or phi_t != 0.0
     assert shaped - plain == pytest.approx(-phi0 + d_t * phi_t, rel=1e-9, abs=1e-9)
+
+
+def test_work_conserving_mask_drops_pass_only_while_a_placement_fits():
+    np.testing.assert_array_equal(
+        work_conserving(np.array([True, False, True])), [False, False, True]
+    )
+    np.testing.assert_array_equal(
+        work_conserving(np.array([True, False, False])), [True, False, False]
+    )
+    m = np.array([True, True])
+    work_conserving(m)
+    assert m[0], "the caller's mask is not modified"
+
+
+def test_a_work_conserving_head_never_passes_while_a_placement_fits():
+    tr = _trainer(True, conserving=True)
+    obs = _busy_obs(tr)
+    n = tr.model.action_space.n
+    # the observation carries the work-conserving mask: pass is masked in the Q-values
+    assert obs[0, -n] == 0.0 and (obs[0, -n + 1 :] > 0.5).any()
+    q = tr.model.q_net(torch.as_tensor(obs)).detach().numpy()[0]
+    assert q[0] == MASKED_Q
+    tr.model.exploration_rate = 1.0
+    assert all(int(tr.model.predict(obs, deterministic=False)[0][0]) != 0 for _ in range(100))
+    # evaluation's greedy choice, even if the network valued passing most
+    env = EdgeSchedCentralEnv("edge10", max_slots=20)
+    o, _ = env.reset(seed=1)
+    for _ in range(60):
+        mask = env.action_masks()
+        if mask[1:].any():
+            break
+        o, *_ = env.step(0)
+    tr.actor.register_forward_hook(lambda _m, _i, out: out + torch.eye(1, out.shape[1]) * 1e6)
+    assert tr.greedy(o, mask) != 0
+    tr.cfg.work_conserving = False
+    tr.cfg.action_masking = True
+    assert tr.greedy(o, mask) == 0  # the same network passes when allowed to

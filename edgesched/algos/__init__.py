@@ -223,6 +223,8 @@ class DQNCentralConfig(AlgorithmConfig):
             jobs)`` (default 0: off; ``dqn_central._TrainWorkloads``). Shaping removed the
             collapse on edge10-v1 and made edge50-v1 worse, so it is off by default
             (``benchmarks/results/dqn_central_study.md``).
+        work_conserving: the head may pass over a job only when none of its placements
+            fits (needs ``action_masking``; in training and evaluation). Off by default.
     """
 
     name: str = "dqn_central"
@@ -240,6 +242,7 @@ class DQNCentralConfig(AlgorithmConfig):
     action_masking: bool = False
     discount_unit: str = "decision"
     queue_shaping: float = 0.0
+    work_conserving: bool = False
 
 
 def _dqn_central(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:

@@ -132,14 +132,28 @@ def _scenario_name(spec: EnvSpec) -> str:
 
 MASKED_Q = -1e9
 """Q-value of an infeasible action under ``action_masking`` (finite, so a target's max stays
-finite: the pass action is always feasible)."""
+finite: some action is always feasible, passing or, for a work-conserving head, a
+placement)."""
+
+
+def work_conserving(mask: np.ndarray) -> np.ndarray:
+    """``mask`` without the pass action (0) when some placement is feasible (a copy)."""
+    out = np.array(mask, dtype=bool)
+    if out[1:].any():
+        out[0] = False
+    return out
 
 
 class _MaskInObs(gym.ObservationWrapper):
-    """The central view's observation with its feasible-action mask appended (0/1 floats)."""
+    """The central view's observation with its feasible-action mask appended (0/1 floats).
 
-    def __init__(self, env: gym.Env) -> None:
+    With ``conserving`` the mask is :func:`work_conserving`'s: passing is allowed only when
+    no placement fits.
+    """
+
+    def __init__(self, env: gym.Env, conserving: bool = False) -> None:
         super().__init__(env)
+        self.conserving = conserving
         box = env.observation_space
         n = int(env.action_space.n)
         self.observation_space = gym.spaces.Box(
@@ -150,8 +164,10 @@ class _MaskInObs(gym.ObservationWrapper):
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
         """Observation, then the mask of the feasible actions."""
-        mask = self.env.unwrapped.action_masks().astype(np.float32)
-        return np.concatenate([np.asarray(observation, np.float32), mask])
+        mask = self.env.unwrapped.action_masks()
+        if self.conserving:
+            mask = work_conserving(mask)
+        return np.concatenate([np.asarray(observation, np.float32), mask.astype(np.float32)])
 
 
 def _masked_parts():
@@ -294,7 +310,7 @@ class DQNCentralTrainer:
         algo, policy, env = DQN, "MlpPolicy", self.env
         if masked:
             algo, policy, drop = _masked_parts()
-            env = _MaskInObs(self.env)
+            env = _MaskInObs(self.env, bool(getattr(c, "work_conserving", False)))
             policy_kwargs |= {
                 "features_extractor_class": drop,
                 "features_extractor_kwargs": {"n_mask": int(env.action_space.n)},
@@ -387,7 +403,9 @@ class DQNCentralTrainer:
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
     def greedy(self, obs: np.ndarray, mask: np.ndarray) -> int:
-        """Most valuable feasible action."""
+        """Most valuable feasible action (a work-conserving head passes only if nothing fits)."""
+        if getattr(self.cfg, "work_conserving", False):
+            mask = work_conserving(mask)
         if getattr(self.cfg, "action_masking", False):
             obs = np.concatenate([np.asarray(obs, np.float32), np.asarray(mask, np.float32)])
         q = self.actor(torch.as_tensor(obs[None], dtype=torch.float32))[0].numpy()

@@ -460,6 +460,14 @@ def _check_algo(a: DictConfig, shield: str) -> None:
     ):
         if key in a:
             _check(a[key] in allowed, f"algo.{key}", a[key], f"use {'|'.join(allowed)}")
+    if bool(a.get("work_conserving", False)):
+        _check(
+            bool(a.get("action_masking", False)),
+            "algo.work_conserving",
+            a.work_conserving,
+            "a work-conserving head needs algo.action_masking=true (the mask is what removes "
+            "the pass action while a placement fits)",
+        )
     if "queue_shaping" in a:
         _check(
             float(a.queue_shaping) >= 0.0,
