@@ -327,7 +327,8 @@ def test_a_work_conserving_head_needs_masking():
     from edgesched.experiment import ExperimentConfigError
 
     with pytest.raises(ExperimentConfigError, match=r"algo\.work_conserving=True.*action_masking"):
-        validate(_compose(["algo=dqn_central", "algo.work_conserving=true"]))
+        validate(_compose(["algo=dqn_central", "algo.action_masking=false"]))
+    validate(_compose(["algo=dqn_central"]))  # the default: both on
     validate(
-        _compose(["algo=dqn_central", "algo.work_conserving=true", "algo.action_masking=true"])
+        _compose(["algo=dqn_central", "algo.work_conserving=false", "algo.action_masking=false"])
     )

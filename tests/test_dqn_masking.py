@@ -83,9 +83,17 @@ def test_exploration_draws_feasible_actions_only():
 
 
 def test_stored_configs_without_the_key_stay_unmasked():
-    assert algo_config("dqn_central").action_masking is False
-    assert config_from_dict({"name": "dqn_central", "lr": 1e-3}).action_masking is False
-    assert config_from_dict({"name": "dqn_central", "action_masking": True}).action_masking
+    """The work-conserving masked head is the default; configs stored before it keep theirs."""
+    default = algo_config("dqn_central")
+    assert default.action_masking is True and default.work_conserving is True
+    old = config_from_dict({"name": "dqn_central", "lr": 1e-3})
+    assert old.action_masking is False and old.work_conserving is False
+    masked = config_from_dict({"name": "dqn_central", "action_masking": True})
+    assert masked.action_masking and masked.work_conserving is False
+    both = config_from_dict(
+        {"name": "dqn_central", "action_masking": True, "work_conserving": True}
+    )
+    assert both.action_masking and both.work_conserving
 
 
 @pytest.mark.parametrize("masking", [True, False])
@@ -95,6 +103,7 @@ def test_both_forms_train_save_and_reproduce(tmp_path, masking):
     cfg = make_cfg(tmp_path / "run", algo="dqn_central", total_env_steps=256)
     cfg.algo.learning_starts = 32
     cfg.algo.action_masking = masking
+    cfg.algo.work_conserving = masking  # the default form, or the unmasked one
     summary = run(cfg)
     head, env, overrides = load_policy(str(tmp_path / "run" / "policy.pt"))
     assert head.cfg.action_masking is masking

@@ -9,42 +9,40 @@ Choices (documented because the paper gives no details):
 
 * Budget: ``experiment.total_env_steps`` counts the head's decisions (one task each), the
   same number of ``env.step`` calls as the multi-agent learners' decision rounds.
-* Action masking during training (``action_masking``, off by default): SB3's DQN has no
-  action masks, so the head sees the central view's ``action_masks()`` appended to its
-  observation (:class:`_MaskInObs`); the Q-network drops those columns from its input and
-  sets the Q-values of infeasible actions to ``-1e9``, so the greedy choice, the bootstrap
-  target's max over next actions and the epsilon-greedy exploration all range over feasible
-  actions only. Without it (the default, and the form of the v0 leaderboard entries),
-  training runs the central view with ``invalid_action='defer'``: an infeasible choice
-  passes over the task, which costs time, so the head has to learn to avoid it. Measured on
-  edge10-v1 (3 training seeds at the default budget, held-out seeds 10000..10009), masking
-  did not remove the collapse to deferring: mean JCT 86.3, 204.7 and 239.5 with masking
-  against 26.5, 219.9 and 33.3 without, so it stays off. At evaluation the greedy choice
-  is taken over the feasible actions only in both forms, as a real head knows which nodes
-  have room, and the view runs strict (``invalid_action='raise'``): an infeasible choice
-  there is a bug and raises instead of being hidden in a record. Each evaluation row also
-  reports ``invalid_actions`` (0 by construction).
-* The collapse to passing over every job (issue 22, not fixed). A single decision's
-  effect on the return is small against the return itself: a trained head's Q-values of
-  passing and of its best placement differed by 0.1-0.2 on values near -43 (edge10-v1),
-  so the greedy choice follows approximation noise, and some training seeds end passing
-  over nearly everything (edge10-v1: held-out mean JCT 219.9, 13 jobs unfinished per
-  episode), the curves showing heads falling into and out of that state during training.
-  Two options address it, both off by default: the potential-based shaping
+* A work-conserving, masked head (``work_conserving`` and ``action_masking``, both on by
+  default). SB3's DQN has no action masks, so the head sees the central view's
+  ``action_masks()`` appended to its observation (:class:`_MaskInObs`); the Q-network drops
+  those columns from its input and sets the Q-values of infeasible actions to ``-1e9``, so
+  the greedy choice, the bootstrap target's max over next actions and the epsilon-greedy
+  exploration all range over feasible actions only. Work-conserving, the mask also removes
+  passing over a job while one of its placements fits (:func:`work_conserving`), in
+  training and at evaluation: the head decides where and how large, like the heuristics,
+  not whether to wait. Without masking (``action_masking=false``, the form of the v0 and
+  earlier v1 leaderboard entries) training runs the central view with
+  ``invalid_action='defer'``: an infeasible choice passes over the task, which costs time.
+  At evaluation the greedy choice is taken over the feasible actions in every form, and the
+  view runs strict (``invalid_action='raise'``): an infeasible choice there is a bug and
+  raises instead of being hidden in a record. Each evaluation row also reports
+  ``invalid_actions`` (0 by construction).
+* Why work-conserving: the collapse to passing over every job (issue 22). A single
+  decision's effect on the return is small against the return itself: a trained head's
+  Q-values of passing and of its best placement differed by 0.1-0.2 on values near -43
+  (edge10-v1), so the greedy choice follows approximation noise, and some training seeds
+  ended passing over nearly everything (edge10-v1: held-out mean JCT 219.9, 13 jobs
+  unfinished per episode), their curves showing heads falling into and out of that state.
+  Measured (3 training seeds, held-out seeds 10000..10009;
+  ``benchmarks/results/dqn_central_study.md``), per training seed: the unmasked head 26.5,
+  219.9, 33.3 on edge10-v1 and 50.3, 52.7, 107.6 on edge50-v1; masking alone 86.3, 204.7,
+  239.5 (edge10-v1); the work-conserving head 32.2, 36.1, 34.7 (edge10-v1) and 34.5, 36.4,
+  36.5 (edge50-v1). It gives up the unmasked head's best edge10 seed (26.5) for no
+  collapse. Two other options stay available, off by default: the potential-based shaping
   ``phi(s) = -k * (queued jobs)`` (``queue_shaping``, :class:`_TrainWorkloads`) charges
-  leaving a job queued to the decision that leaves it without changing the optimal
-  policy, and ``discount_unit='slot'`` (:class:`SlotDiscountReplayBuffer`) discounts by
-  ``gamma`` per slot the decision ended instead of per decision (per decision, a longer
-  queue discounts the next slot's cost more). Measured (3 training seeds, held-out seeds
-  10000..10009; ``benchmarks/results/dqn_central_study.md``): on edge10-v1 per decision
-  26.5, 219.9, 33.3; with shaping 24.4, 50.6, 33.9; per slot with shaping 36.4, 39.4,
-  37.1. On edge50-v1 shaping made it worse (per decision with shaping 71.5, 133.2, 286.4;
-  per slot with shaping 207.5 and 57.6 on two seeds), so neither is the default. A likely
-  reason, not measured: the default budget holds only two or three of edge50's
-  central-view episodes, and with queues of a hundred jobs the shaping term
-  ``gamma * phi(s') - phi(s)`` pays ``(1 - gamma) * k * q`` for every pass, large next to
-  the per-slot cost. Reward scaling (x0.1) and a dueling Q-network, tried on the
-  collapsing edge10 seed, did not prevent the collapse either.
+  leaving a job queued to the decision that leaves it without changing the optimal policy,
+  and ``discount_unit='slot'`` (:class:`SlotDiscountReplayBuffer`) discounts by ``gamma`` per
+  slot the decision ended instead of per decision. Unmasked, shaping removed the collapse
+  on edge10-v1 (24.4, 50.6, 33.9; per slot 36.4, 39.4, 37.1) and made edge50-v1 worse (71.5,
+  133.2, 286.4; per slot 207.5 and 57.6 on two seeds); reward scaling (x0.1) and a dueling
+  Q-network, tried on the collapsing edge10 seed, did not prevent it either.
 * Training workloads: episode ``k`` runs ``train_episode_seed(seed, 0, k)``, disjoint from
   the held-out evaluation workloads like every other learner's.
 * Exploration decays linearly over the whole budget although training runs in chunks (one
