@@ -229,3 +229,8 @@ def test_a_work_conserving_head_never_passes_while_a_placement_fits():
     tr.cfg.work_conserving = False
     tr.cfg.action_masking = True
     assert tr.greedy(o, mask) == 0  # the same network passes when allowed to
+
+
+def test_a_work_conserving_head_built_in_code_needs_masking():
+    with pytest.raises(ValueError, match=r"work_conserving=True with action_masking=False"):
+        _trainer(False, conserving=True)

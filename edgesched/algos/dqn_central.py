@@ -275,6 +275,12 @@ class DQNCentralTrainer:
     ) -> None:
         if shield != "none":
             raise ValueError("dqn_central takes no shield (one head cannot collide)")
+        if getattr(cfg, "work_conserving", False) and not getattr(cfg, "action_masking", False):
+            # the Hydra schema says the same; this covers configs built in code
+            raise ValueError(
+                "work_conserving=True with action_masking=False: a work-conserving head needs "
+                "the mask (it is what removes passing while a placement fits); set both"
+            )
         self.cfg = cfg
         self.spec = spec
         self.seed = int(seed)
