@@ -22,7 +22,8 @@ reference points, with the default reward weights; a run's JCT and reward are on
 record's held-out seeds, the reward with the run's own weights.
 With ``--signal S ...``, a freshly initialized controller's rollouts on scenario ``S`` give
 the mean advantage PPO assigns to grow and to keep where both were feasible, with the
-standard error of the difference (is there a learning signal to follow?).
+standard error of the difference (is there a learning signal to follow?), under team and
+under per-job credit (``algo.credit``).
 """
 
 from __future__ import annotations
@@ -108,13 +109,15 @@ def main() -> None:
                 report.print(f"{name:<28}{'':>74}{r['jct_mean']:>8.2f}{r['rlpto_reward']:>9.1f}")
     for name in args.signal:
         spec = resolve_scenario(name).spec
-        trainer = make_trainer("rlpto", algo_config("rlpto"), spec, seed=0)
-        a = advantage_by_choice(trainer, name, batches=8)
-        report.print(
-            f"signal at initialization, {name}: advantage of grow {a['adv_grow']:.3f} "
-            f"(n={a['n_grow']:.0f}), of keep {a['adv_keep']:.3f} (n={a['n_keep']:.0f}); "
-            f"difference {a['adv_grow'] - a['adv_keep']:+.3f} +- {a['se_diff']:.3f} (1 s.e.)"
-        )
+        for credit in ("team", "job"):
+            trainer = make_trainer("rlpto", algo_config("rlpto", credit=credit), spec, seed=0)
+            a = advantage_by_choice(trainer, name, batches=8)
+            report.print(
+                f"signal at initialization, {name}, {credit} credit: advantage of grow "
+                f"{a['adv_grow']:.3f} (n={a['n_grow']:.0f}), of keep {a['adv_keep']:.3f} "
+                f"(n={a['n_keep']:.0f}); difference {a['adv_grow'] - a['adv_keep']:+.3f} "
+                f"+- {a['se_diff']:.3f} (1 s.e.)"
+            )
     report.save()
 
 

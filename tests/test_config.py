@@ -313,12 +313,15 @@ def test_help_shows_the_chosen_algorithms_own_hyperparameters():
     [
         ("algo.discount_unit=bogus", "decision|slot"),
         ("algo.shield_training=bogus", "postposed|preemptive"),
+        ("algo.credit=bogus", "team|job"),
     ],
 )
 def test_algorithm_choices_name_the_key_the_value_and_what_is_allowed(override, allowed):
     from edgesched.experiment import ExperimentConfigError
 
-    algo = "dqn_central" if "discount" in override else "srole"
+    algo = {"discount_unit": "dqn_central", "credit": "rlpto"}.get(
+        override.split("=")[0].split(".")[1], "srole"
+    )
     with pytest.raises(ExperimentConfigError, match=rf"algo\.\w+='bogus'.*{allowed}"):
         validate(_compose([f"algo={algo}", override]))
 

@@ -291,6 +291,8 @@ class TapFingerConfig(PPOConfig):
         pointer: TapFinger learned task selection (false: uniform task choice ablation).
         team_reward: TapFinger learns from the mean of the agents' rewards (cooperative
             agents) instead of each agent's own reward.
+        work_conserving: TapFinger's pointer may defer only when no task of the agent's
+            window fits (in training and at evaluation).
     """
 
     name: str = "tapfinger"
@@ -300,6 +302,7 @@ class TapFingerConfig(PPOConfig):
     graph_attention: bool = True
     pointer: bool = True
     team_reward: bool = True
+    work_conserving: bool = False
 
 
 def _tapfinger(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:
@@ -337,6 +340,9 @@ class RLPTOConfig(PPOConfig):
             slot since it started (its curve has flattened).
         forecast_window: RLPTO forecaster's window in slots.
         forecast_refit: RLPTO refits its forecaster every this many updates.
+        credit: ``team`` (every decision of a slot shares the slot's cluster-reward
+            advantage) or ``job`` (the slot's reward split over the running jobs, GAE along
+            each job's decisions with a job critic; :mod:`edgesched.algos.rlpto.job_credit`).
     """
 
     name: str = "rlpto"
@@ -345,6 +351,9 @@ class RLPTOConfig(PPOConfig):
     shrink_gain: float = 0.5
     forecast_window: int = 10
     forecast_refit: int = 50
+    credit: str = "job"
+    # stored configs from before per-job credit trained with the team's
+    stored_defaults: ClassVar[dict[str, Any]] = {"credit": "team"}
 
 
 def _rlpto(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:

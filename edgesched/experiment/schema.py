@@ -457,10 +457,12 @@ def _check_algo(a: DictConfig, shield: str) -> None:
         ("shield_training", ("postposed", "preemptive")),
         ("penalize", ("collided", "changed")),
         ("discount_unit", ("decision", "slot")),
+        ("credit", ("team", "job")),
     ):
         if key in a:
             _check(a[key] in allowed, f"algo.{key}", a[key], f"use {'|'.join(allowed)}")
-    if bool(a.get("work_conserving", False)):
+    # (dqn_central's head; TapFinger's pointer has its own mask and needs no key)
+    if "action_masking" in a and bool(a.get("work_conserving", False)):
         _check(
             bool(a.get("action_masking", False)),
             "algo.work_conserving",

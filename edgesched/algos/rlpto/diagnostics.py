@@ -161,8 +161,8 @@ def advantage_by_choice(
 
     Collects ``batches`` rollouts as training does (no update) and compares the advantages
     PPO would use on decisions where both grow and keep were feasible. A difference within
-    its standard error means the team reward cannot yet tell one controller's grow from its
-    keep, and the policy drifts with the noise.
+    its standard error means the reward (the team's, or the job's under per-job credit)
+    cannot yet tell one controller's grow from its keep, and the policy drifts with the noise.
 
     Returns:
         ``n_grow``, ``n_keep``, ``adv_grow``, ``adv_keep`` (mean GAE advantage of each
@@ -176,10 +176,14 @@ def advantage_by_choice(
     keep: list[np.ndarray] = []
     for _ in range(batches):
         b = trainer.collect(vec, steps)
-        adv = b["adv"][b["group"]]
-        both = b["mask"][:, GROW] & b["mask"][:, KEEP]
-        grow.append(adv[both & (b["actions"] == GROW)])
-        keep.append(adv[both & (b["actions"] == KEEP)])
+        if "group" in b:  # team credit: each decision has its slot's advantage
+            adv, mask, acts = b["adv"][b["group"]], b["mask"], b["actions"]
+        else:  # per-job credit: rows of every running job, the decisions among them
+            rows = b["learn"]
+            adv, mask, acts = b["adv"][rows], b["mask"][rows], b["actions"][rows]
+        both = mask[:, GROW] & mask[:, KEEP]
+        grow.append(adv[both & (acts == GROW)])
+        keep.append(adv[both & (acts == KEEP)])
     g, k = np.concatenate(grow), np.concatenate(keep)
     se = float(np.sqrt(g.var() / max(len(g), 1) + k.var() / max(len(k), 1)))
     return {

@@ -28,8 +28,15 @@ RLPTO splits scheduling in two, as the paper does:
   the policy acts (the paper: "when a model tends to converge, its resources are gradually
   reduced and given to other tasks"). Logged as ``rule_shrinks``.
 
-The critic is ``V(state(), forecast)`` per environment copy; advantages (GAE on the team
-reward) are shared by all of a slot's decisions. The forecaster is refitted every
+**Credit** (``algo.credit``). ``job`` (the default): the slot's reward is split over the
+jobs that ran (:mod:`edgesched.algos.rlpto.job_credit`: each job's quality gained, its share
+of the resources, its own time in the system and, in proportion to its share, the queued
+jobs' waiting), and each decision's advantage is GAE along its job's own decisions with a
+critic on the job's features. ``team``, the form before issue #22: the critic is
+``V(state(), forecast)`` per environment copy and advantages (GAE on the team reward) are
+shared by all of a slot's decisions; one job's choice is then within the noise of the
+cluster's reward, and every trained controller collapsed to "grow whenever feasible"
+(``benchmarks/rlpto_controller.py``). The forecaster is refitted every
 ``forecast_refit`` updates on the arrival history of the finished training episodes (their
 arrival phase, in ``forecast_window``-slot windows) when that history has grown since the
 last fit. The history keeps the last ``HISTORY_WINDOWS`` windows; once it is full it no
@@ -66,6 +73,7 @@ from ..common import (
     ppo_step,
 )
 from .forecast import VolumeForecaster
+from .job_credit import finished, job_rewards, job_shares, sequence_gae
 
 SHRINK, KEEP, GROW = 0, 1, 2
 HISTORY_WINDOWS = 4000
@@ -78,14 +86,25 @@ class RLPTONet(nn.Module):
     """Controller, critic and the forecaster's history.
 
     The controller maps job features to 3 logits (shrink, keep, grow), the critic maps
-    (state, forecast) to a value; the forecaster's training history and the seed of its
-    fits are buffers, so they are saved with the weights.
+    (state, forecast) to a value, and under per-job credit the job critic maps job features
+    to the job's value; the forecaster's training history and the seed of its fits are
+    buffers, so they are saved with the weights.
     """
 
-    def __init__(self, job_dim: int, state_dim: int, hidden: list[int], seed: int = 0) -> None:
+    def __init__(
+        self,
+        job_dim: int,
+        state_dim: int,
+        hidden: list[int],
+        seed: int = 0,
+        job_critic: bool = False,
+    ) -> None:
         super().__init__()
         self.policy = mlp([job_dim, *hidden], 3)
         self.critic = mlp([state_dim + 1, *hidden], 1)
+        # per-job credit learns each job's return from the job's own features; built last
+        # so that the team-credit networks initialize exactly as before it existed
+        self.job_critic = mlp([job_dim, *hidden], 1) if job_critic else None
         self.register_buffer("forecast_history", torch.zeros(0, dtype=torch.float64))
         self.register_buffer("forecast_seed", torch.tensor(seed, dtype=torch.int64))
 
@@ -123,7 +142,10 @@ class RLPTOTrainer:
         torch.manual_seed(seed)
         self.num_prio = max(spec.num_priorities, 1)
         self.job_dim = self.num_prio * 2 + 12
-        self.actor = RLPTONet(self.job_dim, spec.state_dim, [int(h) for h in cfg.hidden], seed)
+        self.job_credit = str(getattr(cfg, "credit", "team")) == "job"
+        self.actor = RLPTONet(
+            self.job_dim, spec.state_dim, [int(h) for h in cfg.hidden], seed, self.job_credit
+        )
         self.opt = torch.optim.Adam(self.actor.parameters(), lr=float(cfg.lr), eps=1e-5)
         self.value_rms = RunningMeanStd()
         self.gen = torch.Generator().manual_seed(seed)
@@ -309,6 +331,8 @@ class RLPTOTrainer:
         if len(jobs) == 0:
             out["logp"] = np.zeros(0, np.float32)
             out["rule"] = 0
+            if self.job_credit:
+                out.update(jobs=jobs, learn=np.zeros(0, bool))
             return out
         if rule.any():
             sim.resize(jobs[rule], np.full(int(rule.sum()), -1))
@@ -331,13 +355,14 @@ class RLPTOTrainer:
         # no gradient and zero entropy, and kept among the rows it diluted the entropy bonus
         # and the advantage normalization by that share
         keep = learn & (mask.sum(1) > 1)
-        out.update(
-            feats=feats[keep],
-            mask=mask[keep],
-            actions=a_np[keep],
-            logp=lp.gather(-1, a[:, None]).squeeze(-1).numpy()[keep],
-            rule=int(rule.sum()),
-        )
+        logp = lp.gather(-1, a[:, None]).squeeze(-1).numpy()
+        if self.job_credit:
+            # every running job's row: its trajectory's rewards accrue in every slot, and
+            # the critic learns from all of them; the policy only from the decisions
+            out.update(jobs=jobs, feats=feats, mask=mask, actions=a_np, logp=logp, learn=keep)
+        else:
+            out.update(feats=feats[keep], mask=mask[keep], actions=a_np[keep], logp=logp[keep])
+        out["rule"] = int(rule.sum())
         return out
 
     # ------------------------------------------------------------------ rollout
@@ -345,6 +370,8 @@ class RLPTOTrainer:
         """Run RLPTO for ``steps`` slots in every copy; returns the batch for :meth:`update`."""
         if self.updates % int(self.cfg.forecast_refit) == 0:
             self._refit()
+        if self.job_credit:
+            return self._collect_jobs(vec, steps)
         e = vec.num_envs
         feats, masks, acts, logps, groups = [], [], [], [], []
         state_b = np.empty((steps, e, self.spec.state_dim), np.float32)
@@ -430,13 +457,200 @@ class RLPTOTrainer:
         v = self.actor.critic(self._value_input(state, forecast)).squeeze(-1).numpy()
         return v * self.value_rms.std + self.value_rms.mean
 
+    def _collect_jobs(self, vec: VecSim, steps: int) -> dict[str, Any]:
+        """:meth:`collect` under per-job credit (:mod:`.job_credit`).
+
+        One row per running job and slot, linked along each job's trajectory.
+        """
+        e = vec.num_envs
+        cols: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("feats", "mask", "actions", "logp", "learn", "slot", "reward")
+        }
+        nxt: list[int] = []
+        closed: list[int] = []  # 0 open, 1 finished (value 0 after), 2 bootstrap on itself
+        last: dict[tuple[int, int, int], int] = {}  # (copy, episode, job) -> its latest row
+        keys: list[tuple[int, int, int]] = []
+        episodes: list[dict[str, Any]] = []
+        team_rew = np.empty((steps, e), np.float32)
+        fc_b = np.empty((steps, e), np.float32)
+        rule_shrinks = 0
+        rw, aw = float(self.cfg.resource_weight), float(self.cfg.accuracy_weight)
+        for t in range(steps):
+            fc = np.array([self._forecast(s) for s in vec.copies], np.float32)
+            prev_q = [self._quality_before(s) for s in vec.copies]
+            fc_b[t] = fc
+            slot_rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+            for i, sim in enumerate(vec.copies):
+                self._track_episode(i, sim)
+                out = self._control(sim, prev_q[i], float(fc[i]), greedy=False)
+                rule_shrinks += out["rule"]
+                view = sim.view()
+                jobs, ep = out["jobs"], view.episode_key()
+                base = len(nxt)
+                for k, j in enumerate(jobs.tolist()):
+                    key = (i, ep, j)
+                    if key in last:
+                        nxt[last[key]] = base + k
+                    last[key] = base + k
+                    keys.append(key)
+                nxt += [-1] * len(jobs)
+                closed += [0] * len(jobs)
+                for name in ("feats", "mask", "actions", "logp", "learn"):
+                    cols[name].append(out[name])
+                cols["slot"].append(np.full(len(jobs), t))
+                rows = np.arange(base, base + len(jobs))
+                slot_rows.append((rows, jobs, job_shares(view, jobs), view.job_quality[jobs]))
+            placements = np.stack([self.placer.act(s.obs, s.mask, None) for s in vec.copies])
+            res = vec.step(placements)
+            for i, sim in enumerate(vec.copies):
+                rows, jobs, share, q0 = slot_rows[i]
+                view = sim.view()
+                if res["terminated"][i] or res["truncated"][i]:
+                    # the copy was reset: its jobs' trajectories end here, bootstrapped on
+                    # their own value (the end state is gone)
+                    r = job_rewards(
+                        0 * share, share, np.ones(len(jobs), bool), 0, view.num_agents, rw, aw
+                    )
+                    for row in rows.tolist():
+                        closed[row] = 2
+                else:
+                    done = finished(view, jobs)
+                    gain = np.maximum(view.job_quality[jobs] - q0, 0.0)
+                    r = job_rewards(
+                        gain, share, ~done, int(view.queued.sum()), view.num_agents, rw, aw
+                    )
+                    for row in rows[done].tolist():
+                        closed[row] = 1
+                cols["reward"].append(r)
+                team_rew[t, i] = float(r.sum())
+            episodes += res["episodes"]
+        cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
+        n = len(nxt)
+        feats = cat["feats"].reshape(n, self.job_dim).astype(np.float32)
+        values = self._job_value(feats)
+        nxt_a = np.asarray(nxt, np.int64)
+        closed_a = np.asarray(closed, np.int64)
+        boot = np.where(closed_a == 2, values, 0.0)
+        # open trajectories at the rollout's end: the job's value now if it still runs,
+        # else (crashed back into a queue) its last row's own value
+        end_rows = np.flatnonzero((nxt_a < 0) & (closed_a == 0))
+        boot[end_rows] = values[end_rows]
+        if len(end_rows):
+            now: dict[tuple[int, int, int], int] = {}
+            end_feats = []
+            for i, sim in enumerate(vec.copies):
+                view = sim.view()
+                jobs, f, _, _ = self._jobs(sim, self._quality_before(sim), self._forecast(sim))
+                ep = view.episode_key()
+                for k, j in enumerate(jobs.tolist()):
+                    now[(i, ep, j)] = len(end_feats)
+                    end_feats.append(f[k])
+            if end_feats:
+                v_now = self._job_value(np.stack(end_feats))
+                for row in end_rows.tolist():
+                    at = now.get(keys[row])
+                    if at is not None:
+                        boot[row] = v_now[at]
+        adv, ret = sequence_gae(
+            cat["slot"].astype(np.int64),
+            nxt_a,
+            cat["reward"],
+            values,
+            boot,
+            float(self.cfg.gamma),
+            float(self.cfg.gae_lambda),
+        )
+        acts = cat["actions"].astype(np.int64)
+        learn = cat["learn"].astype(bool)
+        per_step = 1.0 / (steps * e)
+        return {
+            "log": {
+                "rule_shrinks_per_step": rule_shrinks * per_step,
+                "policy_shrinks_per_step": float((acts[learn] == SHRINK).sum()) * per_step,
+                "policy_grows_per_step": float((acts[learn] == GROW).sum()) * per_step,
+                "rlpto_reward_per_step": float(team_rew.mean()),
+                "forecast_history": float(len(self.actor.forecast_history)),
+            },
+            "feats": feats,
+            "mask": cat["mask"].reshape(n, 3).astype(bool),
+            "actions": acts,
+            "logp": cat["logp"].astype(np.float32),
+            "learn": learn,
+            "forecast": fc_b.reshape(-1),
+            "adv": adv.astype(np.float32),
+            "ret": ret.astype(np.float32),
+            "rewards": team_rew,
+            "episodes": episodes,
+            "collisions": 0.0,
+        }
+
+    @torch.no_grad()
+    def _job_value(self, feats: np.ndarray) -> np.ndarray:
+        if len(feats) == 0:
+            return np.zeros(0)
+        v = self.actor.job_critic(torch.from_numpy(feats)).squeeze(-1).numpy()
+        return (v * self.value_rms.std + self.value_rms.mean).astype(np.float64)
+
+    def _update_jobs(self, batch: dict[str, Any], progress: float) -> dict[str, float]:
+        """:meth:`update` under per-job credit: minibatches of job rows.
+
+        The controller learns from the decision rows, the job critic from every row.
+        """
+        cfg = self.cfg
+        ret = batch["ret"]
+        if cfg.value_norm and len(ret):
+            self.value_rms.update(ret)
+            ret = (ret - self.value_rms.mean) / self.value_rms.std
+        ret_t = torch.from_numpy(ret.astype(np.float32))
+        feats = torch.from_numpy(batch["feats"])
+        mask = torch.from_numpy(batch["mask"])
+        acts = torch.from_numpy(batch["actions"])
+        old = torch.from_numpy(batch["logp"])
+        adv_all = torch.from_numpy(batch["adv"])
+        learn = torch.from_numpy(batch["learn"])
+        ent_coef = float(cfg.ent_coef_start) + progress * (
+            float(cfg.ent_coef_end) - float(cfg.ent_coef_start)
+        )
+        n = len(ret)
+        mb = max(n // int(cfg.minibatches), 1)
+        stats = dict.fromkeys(PPO_STAT_KEYS, 0.0)
+        count = 0
+        params = list(self.actor.parameters())
+        for _ in range(int(cfg.epochs) if n else 0):
+            perm = torch.randperm(n, generator=self.gen)
+            for start in range(0, n, mb):
+                idx = perm[start : start + mb]
+                v = self.actor.job_critic(feats[idx]).squeeze(-1)
+                vloss = 0.5 * ((v - ret_t[idx]) ** 2).mean()
+                rows = idx[learn[idx]]
+                if len(rows):
+                    lp_all = torch.log_softmax(
+                        masked_logits(self.actor.policy(feats[rows]), mask[rows]), -1
+                    )
+                    lp = lp_all.gather(-1, acts[rows][:, None]).squeeze(-1)
+                    pg, ratio = clipped_surrogate(lp, old[rows], adv_all[rows], float(cfg.clip))
+                    entropy = -(lp_all.exp() * lp_all.clamp_min(-1e4)).sum(-1).mean()
+                else:  # no decision among these rows: only the critic learns
+                    ratio = torch.ones(1)
+                    pg = entropy = torch.zeros(())
+                ppo_step(
+                    self.opt, params, cfg, ent_coef, pg, vloss, entropy, ratio, stats, self.updates
+                )
+                count += 1
+        self.updates += 1
+        out = {k: v / max(count, 1) for k, v in stats.items()}
+        out["ent_coef"] = ent_coef
+        return out
+
     # ------------------------------------------------------------------ update
     def update(self, batch: dict[str, Any], progress: float) -> dict[str, float]:
         """One PPO update (minibatches of slots with all their decisions).
 
         The controller learns from its slot's shared advantage, the critic from the slots'
-        returns.
+        returns (under per-job credit, :meth:`_update_jobs`).
         """
+        if self.job_credit:
+            return self._update_jobs(batch, progress)
         cfg = self.cfg
         n_groups = len(batch["adv"])
         ret = batch["ret"]
