@@ -185,6 +185,43 @@ def test_sampled_and_greedy_actions_are_feasible(name):
     assert placed > 0  # the check saw real placements, not only defers
 
 
+def test_work_conserving_pointer_defers_only_when_no_task_fits():
+    mask = np.zeros((1, 3, 1 + 2 * 4), bool)  # 3 agents, 2 pending slots, 4 choices each
+    mask[..., 0] = True
+    mask[0, 0, 1 + 2] = True  # agent 0: slot 0 fits
+    mask[0, 1, 1 + 4 + 3] = True  # agent 1: slot 1 fits
+    spec = dataclasses.replace(
+        EnvSpec.of(EdgeClusterSim(make_config("edge10"))),
+        pending_slots=2,
+        num_targets=1,
+        num_levels=4,
+    )
+    free, _ = _masks(spec, mask)
+    conserving, _ = _masks(spec, mask, work_conserving=True)
+    assert free[0, :, 0].all()
+    np.testing.assert_array_equal(conserving[0, :, 0], [False, False, True])
+    np.testing.assert_array_equal(conserving[0, :, 1:], free[0, :, 1:])
+
+
+def test_work_conserving_agents_place_whenever_a_task_fits():
+    sim = EdgeClusterSim(make_config("tapfinger-hetero6", max_slots=25))
+    sim.reset(10_000)
+    trainer = TapFingerTrainer(_cfg(work_conserving=True), EnvSpec.of(sim), seed=1)
+    fitting = 0
+    for _ in range(60):
+        if sim.terminated or sim.truncated:
+            break
+        out = trainer.propose([sim.graph()], sim.mask[None])
+        can = sim.mask[:, 1:].any(-1)
+        fitting += int(can.sum())
+        # an agent with a task that fits selects one (a conflict's loser then defers in the
+        # environment: that is the task's other taker placing, not the agent passing)
+        assert (out["choice"][0][can] > 0).all()
+        assert (out["actions"][0][~can] == 0).all()
+        sim.step(out["actions"][0])
+    assert fitting > 0
+
+
 # ------------------------------------------------------------------ conflicts
 def test_conflict_winner_follows_pointer_times_fit_softmax():
     task = np.array([7, 7, -1, 3])
