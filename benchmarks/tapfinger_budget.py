@@ -10,7 +10,10 @@ learning curve, e.g. four times the default on seeds 0 and 1::
         output_dir=outputs/tfbudget
 
 then ``python benchmarks/tapfinger_budget.py --runs outputs/tfbudget --out
-benchmarks/results``. Every run's ``eval.json`` holds its held-out mean JCT every
+benchmarks/results``. Runs trained with ``algo.work_conserving=true`` (several ``--runs``
+folders may be given) get a curve of their own; ``--wc-eval`` also evaluates each final
+policy trained without it with the work-conserving pointer (defer only when no task fits).
+Every run's ``eval.json`` holds its held-out mean JCT every
 ``curve_every`` updates on the curve seeds (the first ``curve_seeds`` evaluation seeds). The
 table aggregates the runs' points the way the leaderboards do (mean over training seeds,
 95% stratified bootstrap CI over training seeds within each curve seed); the paper's
@@ -37,14 +40,41 @@ BASELINES = ("optimus", "tiresias", "optimus_preemptive", "tiresias_preemptive")
 
 
 def load_runs(root: Path) -> list[dict]:
-    """The ``eval.json`` of every finished run under ``root`` that recorded a curve."""
+    """The ``eval.json`` of every finished run under ``root`` that recorded a curve.
+
+    Each gets ``_dir`` and ``_wc`` (trained with ``algo.work_conserving``, from the run's
+    ``config.yaml``).
+    """
+    from omegaconf import OmegaConf
+
     out = []
     for ev in sorted(root.glob("**/eval.json")):
         rec = json.loads(ev.read_text())
         if rec.get("curve"):
             rec["_dir"] = str(ev.parent)
+            cfg = OmegaConf.load(ev.parent / "config.yaml")
+            rec["_wc"] = bool(cfg.algo.get("work_conserving", False))
             out.append(rec)
     return out
+
+
+def label(run: dict) -> str:
+    """A run's column name: its training seed, and how it was trained."""
+    return f"seed {run['train_seed']}" + (" (trained work-conserving)" if run["_wc"] else "")
+
+
+def work_conserving_eval(run: dict, seeds: list[int], episodes: int) -> dict[int, float]:
+    """The run's final policy evaluated with the work-conserving pointer, per seed.
+
+    The policy is the run's ``policy.pt``; only the pointer's mask changes (defer allowed
+    only when no task of the window fits), with the same seeded evaluation protocol.
+    """
+    from edgesched.experiment.evaluation import load_policy
+
+    policy, env, overrides = load_policy(str(Path(run["_dir"]) / "policy.pt"), run["scenario"])
+    policy.trainer.work_conserving = True
+    rows = evaluate_scheduler(policy, env, overrides, seeds, episodes)["per_episode"]
+    return {s: float(np.mean([r["jct_mean"] for r in rows if r["eval_seed"] == s])) for s in seeds}
 
 
 def aggregate(runs: list[dict]) -> tuple[list[int], list[tuple[int, stats.Estimate, list[float]]]]:
@@ -99,19 +129,21 @@ def per_seed(run: dict) -> dict[int, float]:
     }
 
 
-def plot(path: Path, points: list, refs: dict[str, float], title: str) -> None:
-    """The aggregated curve with its CI band and the baselines as horizontal lines."""
+def plot(path: Path, curves: dict[str, list], refs: dict[str, float], title: str) -> None:
+    """The aggregated curves with their CI bands and the baselines as horizontal lines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    x = np.array([s for s, _, _ in points], dtype=np.float64)
-    ax.plot(x, [e.value for _, e, _ in points], "o-", ms=3, label="tapfinger")
-    ax.fill_between(x, [e.low for _, e, _ in points], [e.high for _, e, _ in points], alpha=0.2)
+    for i, (name, points) in enumerate(curves.items()):
+        x = np.array([s for s, _, _ in points], dtype=np.float64)
+        ax.plot(x, [e.value for _, e, _ in points], "o-", ms=3, color=f"C{i}", label=name)
+        lo, hi = [e.low for _, e, _ in points], [e.high for _, e, _ in points]
+        ax.fill_between(x, lo, hi, alpha=0.2, color=f"C{i}")
     for i, (name, v) in enumerate(sorted(refs.items(), key=lambda kv: kv[1])):
-        ax.axhline(v, ls="--", lw=1, color=f"C{i + 1}", label=f"{name} {v:.2f}")
+        ax.axhline(v, ls="--", lw=1, color=f"C{i + len(curves)}", label=f"{name} {v:.2f}")
     ax.axvline(150_000, color="grey", lw=0.8, ls=":", label="default budget")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("held-out mean JCT (slots)")
@@ -124,26 +156,40 @@ def plot(path: Path, points: list, refs: dict[str, float], title: str) -> None:
 def main() -> None:
     """Aggregate the runs' curves, evaluate the baselines, print (and write) the study."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", default="outputs/tfbudget", help="folder of the budget runs")
+    p.add_argument(
+        "--runs", nargs="+", default=["outputs/tfbudget"], help="folders of the budget runs"
+    )
     p.add_argument("--out", default="", help="directory for tapfinger_budget.md and .png")
+    p.add_argument(
+        "--wc-eval",
+        action="store_true",
+        help="also evaluate each run trained without it with the work-conserving pointer",
+    )
     args = p.parse_args()
     t0 = time.perf_counter()
-    runs = load_runs(Path(args.runs))
+    runs = [r for root in args.runs for r in load_runs(Path(root))]
     if not runs:
-        raise SystemExit(f"--runs {args.runs}: no finished run with a curve (eval.json)")
-    seeds, points = aggregate(runs)
+        raise SystemExit(f"--runs {' '.join(args.runs)}: no finished run with a curve (eval.json)")
+    groups = {wc: [r for r in runs if r["_wc"] == wc] for wc in (False, True)}
+    groups = {wc: g for wc, g in groups.items() if g}
+    curves = {wc: aggregate(g) for wc, g in groups.items()}
+    seeds = next(iter(curves.values()))[0]
     scen = runs[0]["scenario"]
-    finals = [per_seed(r) for r in runs]
-    eval_seeds = sorted(finals[0])
-    base = baseline_jct(
-        scen, runs[0].get("env_overrides") or {}, eval_seeds, runs[0]["episodes_per_seed"]
-    )
+    finals = {label(r): per_seed(r) for r in runs}
+    eval_seeds = sorted(next(iter(finals.values())))
+    episodes = runs[0]["episodes_per_seed"]
+    if args.wc_eval:
+        for r in groups.get(False, []):
+            finals[label(r) + ", work-conserving at evaluation"] = work_conserving_eval(
+                r, eval_seeds, episodes
+            )
+    base = baseline_jct(scen, runs[0].get("env_overrides") or {}, eval_seeds, episodes)
     refs = {k: float(np.mean([v[s] for s in seeds])) for k, v in base.items()}
     rep = Report("tapfinger_budget", args.out)
     walls = [r["train"]["wall_time"] / 60 for r in runs]
     rep.print(
-        f"Machine: {cpu_name()}. `{scen}`, `tapfinger` with its defaults, {len(runs)} training "
-        f"seed(s) ({', '.join(str(r['train_seed']) for r in runs)}) of "
+        f"Machine: {cpu_name()}. `{scen}`, `tapfinger` with its defaults (and, where named, "
+        f"`algo.work_conserving=true`), {len(runs)} training run(s) of "
         f"{runs[0]['train']['env_steps']:,} environment steps (default budget: 150,000), "
         f"{min(walls):.0f}-{max(walls):.0f} min each (evaluations included); held-out mean "
         f"JCT every {runs[0]['curve']['every']} updates on curve seeds {seeds}; mean over "
@@ -151,24 +197,34 @@ def main() -> None:
         + ", ".join(f"{k} {v:.2f}" for k, v in sorted(refs.items(), key=lambda kv: kv[1]))
         + f". {time.perf_counter() - t0:.0f} s to build."
     )
-    rep.print()
-    rep.print("| env steps | mean held-out JCT [95% CI] | per training seed | vs best baseline |")
-    rep.print("|---|---|---|---|")
     best = min(refs.values())
-    for step, est, per_run in points:
+    for wc, (_, points) in curves.items():
+        rep.print()
         rep.print(
-            f"| {step:,} | {est.value:.2f} [{est.low:.2f}, {est.high:.2f}] | "
-            f"{', '.join(f'{v:.2f}' for v in per_run)} | {100 * (est.value / best - 1):+.1f}% |"
+            f"Trained {'with' if wc else 'without'} the work-conserving pointer, training seeds "
+            + ", ".join(str(r["train_seed"]) for r in groups[wc])
+            + ":"
         )
-    rep.print()
-    tail = [e.value for s, e, _ in points if s > 150_000]
-    if len(tail) >= 2:
-        at_default = [e.value for s, e, _ in points if s <= 150_000]
+        rep.print()
         rep.print(
-            f"At or below the default budget the best point is {min(at_default):.2f}; beyond it "
-            f"{min(tail):.2f} (last point {tail[-1]:.2f}). The best baseline on the curve seeds "
-            f"is {best:.2f}."
+            "| env steps | mean held-out JCT [95% CI] | per training seed | vs best baseline |"
         )
+        rep.print("|---|---|---|---|")
+        for step, est, per_run in points:
+            rep.print(
+                f"| {step:,} | {est.value:.2f} [{est.low:.2f}, {est.high:.2f}] | "
+                f"{', '.join(f'{v:.2f}' for v in per_run)} | "
+                f"{100 * (est.value / best - 1):+.1f}% |"
+            )
+        rep.print()
+        tail = [e.value for st, e, _ in points if st > 150_000]
+        if len(tail) >= 2:
+            at_default = [e.value for st, e, _ in points if st <= 150_000]
+            rep.print(
+                f"At or below the default budget the best point is {min(at_default):.2f}; "
+                f"beyond it {min(tail):.2f} (last point {tail[-1]:.2f}). The best baseline on "
+                f"the curve seeds is {best:.2f}."
+            )
     rep.print()
     rep.print(
         "Final evaluation on every held-out seed (one episode each): each run's mean JCT "
@@ -176,21 +232,21 @@ def main() -> None:
     )
     rep.print()
     names = sorted(base, key=lambda k: np.mean(list(base[k].values())))
-    runs_h = " | ".join(f"tapfinger seed {r['train_seed']}" for r in runs)
-    rep.print(f"| eval seed | {runs_h} | {' | '.join(names)} |")
-    rep.print("|---" * (1 + len(runs) + len(names)) + "|")
+    cols = list(finals)
+    rep.print(f"| eval seed | {' | '.join(f'tapfinger {c}' for c in cols)} | {' | '.join(names)} |")
+    rep.print("|---" * (1 + len(cols) + len(names)) + "|")
     for s in eval_seeds:
-        cells = [f"{f[s]:.2f}" for f in finals] + [f"{base[k][s]:.2f}" for k in names]
+        cells = [f"{finals[c][s]:.2f}" for c in cols] + [f"{base[k][s]:.2f}" for k in names]
         rep.print(f"| {s} | {' | '.join(cells)} |")
-    for label, fn in (("mean", np.mean), ("median", np.median)):
-        cells = [f"{fn(list(f.values())):.2f}" for f in finals]
+    for name, fn in (("mean", np.mean), ("median", np.median)):
+        cells = [f"{fn(list(finals[c].values())):.2f}" for c in cols]
         cells += [f"{fn(list(base[k].values())):.2f}" for k in names]
-        rep.print(f"| {label} | {' | '.join(cells)} |")
-    for f, r in zip(finals, runs, strict=True):
-        wins = {k: sum(f[s] < base[k][s] for s in eval_seeds) for k in names}
+        rep.print(f"| {name} | {' | '.join(cells)} |")
+    for c in cols:
+        wins = {k: sum(finals[c][s] < base[k][s] for s in eval_seeds) for k in names}
         rep.print()
         rep.print(
-            f"Training seed {r['train_seed']}: lower JCT than "
+            f"tapfinger {c}: lower JCT than "
             + ", ".join(f"{k} on {v} of {len(eval_seeds)} seeds" for k, v in wins.items())
             + "."
         )
@@ -198,7 +254,10 @@ def main() -> None:
     if args.out:
         plot(
             Path(args.out) / "tapfinger_budget.png",
-            points,
+            {
+                ("trained work-conserving" if wc else "tapfinger"): pts
+                for wc, (_, pts) in curves.items()
+            },
             refs,
             f"{scen}: tapfinger vs environment steps (95% CI over training seeds)",
         )
