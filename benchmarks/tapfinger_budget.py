@@ -63,6 +63,26 @@ def label(run: dict) -> str:
     return f"seed {run['train_seed']}" + (" (trained work-conserving)" if run["_wc"] else "")
 
 
+def policy_pair(
+    path: str, scenario: str, seeds: list[int], episodes: int
+) -> tuple[float, float, bool]:
+    """A policy file's mean JCT as trained and with the work-conserving pointer.
+
+    Returns:
+        ``(as trained, work-conserving, whether it was trained work-conserving)``.
+    """
+    from edgesched.experiment.evaluation import load_policy
+
+    policy, env, overrides = load_policy(path, scenario)
+    trained = bool(policy.trainer.work_conserving)
+    out = []
+    for wc in (trained, True):
+        policy.trainer.work_conserving = wc
+        rows = evaluate_scheduler(policy, env, overrides, seeds, episodes)["per_episode"]
+        out.append(float(np.mean([r["jct_mean"] for r in rows])))
+    return out[0], out[1], trained
+
+
 def work_conserving_eval(run: dict, seeds: list[int], episodes: int) -> dict[int, float]:
     """The run's final policy evaluated with the work-conserving pointer, per seed.
 
@@ -165,6 +185,13 @@ def main() -> None:
         action="store_true",
         help="also evaluate each run trained without it with the work-conserving pointer",
     )
+    p.add_argument(
+        "--policies",
+        nargs="*",
+        default=[],
+        help="further policy.pt files (e.g. the board's) evaluated as trained and with the "
+        "work-conserving pointer on the same held-out seeds",
+    )
     args = p.parse_args()
     t0 = time.perf_counter()
     runs = [r for root in args.runs for r in load_runs(Path(root))]
@@ -242,14 +269,33 @@ def main() -> None:
         cells = [f"{fn(list(finals[c].values())):.2f}" for c in cols]
         cells += [f"{fn(list(base[k].values())):.2f}" for k in names]
         rep.print(f"| {name} | {' | '.join(cells)} |")
+    top = names[0]
+    top_mean = float(np.mean(list(base[top].values())))
     for c in cols:
         wins = {k: sum(finals[c][s] < base[k][s] for s in eval_seeds) for k in names}
+        mean = float(np.mean(list(finals[c].values())))
+        change = 100 * (1 - mean / top_mean)
         rep.print()
         rep.print(
-            f"tapfinger {c}: lower JCT than "
+            f"tapfinger {c}: mean {mean:.2f}, {abs(change):.1f}% "
+            f"{'lower' if change >= 0 else 'higher'} than {top}'s {top_mean:.2f}; lower JCT than "
             + ", ".join(f"{k} on {v} of {len(eval_seeds)} seeds" for k, v in wins.items())
             + "."
         )
+    if args.policies:
+        rep.print()
+        rep.print(
+            "Further policies on the same held-out seeds: mean JCT as trained and with the "
+            "work-conserving pointer at evaluation."
+        )
+        rep.print()
+        rep.print(
+            "| policy | trained work-conserving | as trained | work-conserving at evaluation |"
+        )
+        rep.print("|---|---|---|---|")
+        for path in args.policies:
+            as_is, wc, trained_wc = policy_pair(path, scen, eval_seeds, episodes)
+            rep.print(f"| `{path}` | {'yes' if trained_wc else 'no'} | {as_is:.2f} | {wc:.2f} |")
     rep.save()
     if args.out:
         plot(
