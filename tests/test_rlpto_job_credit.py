@@ -145,3 +145,25 @@ def test_stored_configs_without_credit_load_as_team_which_builds_no_job_critic()
     tr = RLPTOTrainer(cfg, EnvSpec.of(EdgeClusterSim(make_config("edge10"))), seed=0)
     assert tr.actor.job_critic is None
     assert "job_critic.0.weight" not in tr.actor.state_dict()
+
+
+@pytest.mark.parametrize("credit", ["team", "job"])
+def test_a_learning_curve_evaluation_leaves_training_unchanged(credit):
+    """Curve points evaluate mid-run with a forecaster fitted on the history so far; the
+    training forecaster comes back afterwards, so a run's training does not depend on
+    whether it recorded a curve."""
+
+    def run(evaluate_between: bool) -> list[np.ndarray]:
+        tr = _trainer(credit=credit, forecast_refit=2)
+        vec = VecSim(make_config("edge10", max_slots=20, arrival_slots=40), 2, seed=0)
+        out = []
+        for k in range(6):
+            b = tr.collect(vec, 20)
+            tr.update(b, 0.0)
+            out += [b["forecast"], b["adv"]]
+            if evaluate_between and k in (2, 4):  # between refits (every 2 updates)
+                tr.evaluate("edge10", {"max_slots": 20}, [10_000], 1)
+        return out
+
+    for a, b in zip(run(False), run(True), strict=True):
+        np.testing.assert_array_equal(a, b)

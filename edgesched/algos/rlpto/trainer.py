@@ -701,17 +701,10 @@ class RLPTOTrainer:
         return out
 
     # ------------------------------------------------------------------ evaluation
-    def evaluate(
+    def _evaluate_rows(
         self, env_name: str, env_overrides: dict[str, Any], eval_seeds: list[int], episodes: int
-    ) -> dict[str, Any]:
-        """Held-out evaluation with the greedy controller (same workloads as every scheduler).
-
-        Returns:
-            ``per_episode`` rows and ``summary`` means: the DESIGN §6 metrics plus
-            ``rlpto_reward`` (the episode's sum of RLPTO's cluster reward), resize counts,
-            and the mean GPUs held per running job for jobs below / above the median size
-            (the paper's data-scale statement).
-        """
+    ) -> list[dict[str, Any]]:
+        """:meth:`evaluate`'s per-episode rows (the forecaster refitted on the final history)."""
         from edgesched.envs.scenarios import get_scenario
         from edgesched.protocol import (
             EXTRA_METRICS,
@@ -775,6 +768,31 @@ class RLPTOTrainer:
                     wall_s=time.perf_counter() - t0,
                 )
                 rows.append(row)
+        self._fc_memo.pop(id(sim), None)  # the simulator dies here; its id may be reused
+        self._q_snap.pop(id(sim), None)
+        return rows
+
+    def evaluate(
+        self, env_name: str, env_overrides: dict[str, Any], eval_seeds: list[int], episodes: int
+    ) -> dict[str, Any]:
+        """Held-out evaluation with the greedy controller (same workloads as every scheduler).
+
+        Returns:
+            ``per_episode`` rows and ``summary`` means: the DESIGN §6 metrics plus
+            ``rlpto_reward`` (the episode's sum of RLPTO's cluster reward), resize counts,
+            and the mean GPUs held per running job for jobs below / above the median size
+            (the paper's data-scale statement).
+        """
+        from edgesched.protocol import EXTRA_METRICS, SCALAR_METRICS
+
+        # evaluation forecasts with a fit on the final history (as a reloaded policy does);
+        # the training forecaster is restored afterwards, so that a learning-curve
+        # evaluation mid-run leaves training exactly as it would have been without it
+        saved = (self.forecaster, self._fitted_hist, self._fits)
+        try:
+            rows = self._evaluate_rows(env_name, env_overrides, eval_seeds, episodes)
+        finally:
+            self.forecaster, self._fitted_hist, self._fits = saved
         keys = (*SCALAR_METRICS, *EXTRA_METRICS, *RLPTO_METRICS)
         summary = {key: float(np.nanmean([r[key] for r in rows])) for key in keys}
         return {"per_episode": rows, "summary": summary}
