@@ -162,6 +162,9 @@ def test_run_evaluation_forecasts_like_the_policy_reloaded_from_its_file(monkeyp
 
     sim = EdgeClusterSim(make_config("edge10"))
     sim.reset(10_000)
+    # evaluation's forecaster (evaluate() restores the training one when it is done)
+    tr._refit(current=True)
+    fresh._refit(current=True)
     np.testing.assert_array_equal(tr._episode_forecasts(sim), fresh._episode_forecasts(sim))
     for a, b in zip(ran["per_episode"], again["per_episode"], strict=True):
         del a["wall_s"], b["wall_s"]
