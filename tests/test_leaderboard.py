@@ -221,7 +221,9 @@ def test_committed_leaderboards_are_generated(tmp_path):
     if not committed:
         pytest.skip("no leaderboards/<scenario>.md committed yet")
     assert results.is_dir(), "leaderboards/*.md exist but leaderboards/results/ does not"
-    build([results], [], tmp_path, plots=False, studies=ROOT / "leaderboards" / "studies")
+    build(
+        [results], [], tmp_path, plots=False, studies=ROOT / "leaderboards" / "studies", root=ROOT
+    )
     for md in committed:
         fresh = tmp_path / md.name
         assert fresh.exists(), f"{md.name} is not generated from leaderboards/results/"
@@ -658,7 +660,7 @@ def test_committed_archives_are_generated(tmp_path):
         pytest.skip("no archived boards")
     for folder in archives:
         out = tmp_path / folder.name
-        build([folder / "results"], [], out, plots=False, superseded=True)
+        build([folder / "results"], [], out, plots=False, superseded=True, root=ROOT)
         for md in sorted(folder.glob("*.md")):
             if md.name.lower() == "readme.md":
                 continue

@@ -114,3 +114,14 @@ def test_bad_shield_training_settings_name_the_key(tmp_path):
     cfg.algo.penalize = "all"
     with pytest.raises(ExperimentConfigError, match=r"algo\.penalize"):
         run(cfg)
+
+
+def test_a_config_stored_before_the_option_loads_as_post_posed():
+    """Runs stored before ``shield_training`` existed trained post-posed, the only form then."""
+    from edgesched.algos import config_from_dict
+
+    legacy = {"name": "srole", "collision_penalty": 1.0, "variant": ""}
+    assert config_from_dict(legacy).shield_training == "postposed"
+    assert config_from_dict({**legacy, "shield_training": "preemptive"}).shield_training == (
+        "preemptive"
+    )

@@ -166,6 +166,10 @@ class SROLEConfig(PPOConfig):
             whose action the shield changed.
     """
 
+    #: a stored config without ``shield_training`` was trained before the option existed,
+    #: post-posed (the only form then): it loads, resumes and is reported as it was trained
+    stored_defaults: ClassVar[dict[str, Any]] = {"shield_training": "postposed"}
+
     name: str = "srole"
     collision_penalty: float = 1.0
     shield_training: str = "preemptive"

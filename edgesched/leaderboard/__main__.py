@@ -114,6 +114,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         plots=not args.no_png,
         superseded=args.superseded,
         studies=args.studies,
+        root=args.root,
     ):
         _log(f"wrote {path}")
     table = Path(args.out) / f"{README_SCENARIO}.md"
@@ -225,6 +226,12 @@ def parser() -> argparse.ArgumentParser:
         "--superseded",
         action="store_true",
         help="build an archive of earlier scenario versions (leaderboards/archive/vK)",
+    )
+    b.add_argument(
+        "--root",
+        default=".",
+        help="directory the records' policy paths are under (coverage.md compares each "
+        "learned entry's stored settings with today's defaults)",
     )
     b.add_argument(
         "--readme",

@@ -27,6 +27,7 @@ from edgesched.experiment.io import atomic_write_bytes, atomic_write_text
 
 from . import stats
 from .curves import entry_curve, render_curves_md, render_curves_png
+from .provenance import Departure, departures, render_departures
 from .records import Record, RecordError, group_tables, load_records
 from .table import Row, _ci, _f, _n_seeds, png_bytes
 
@@ -472,6 +473,7 @@ def build(
     plots: bool = True,
     superseded: bool = False,
     studies: str | Path | None = None,
+    root: str | Path = ".",
 ) -> list[Path]:
     """Write ``<out>/<scenario>.md``, ``.csv`` (and ``.png``) for every scenario with records.
 
@@ -485,6 +487,9 @@ def build(
             by default every record must be of its scenario's registered version.
         studies: folder of the study-only records (default ``<out>/studies``); its
             ``colocation/`` records (``collision_mode=timeshare``) feed ``colocation.md``.
+        root: the directory that the records' ``policy`` paths are relative to (the
+            repository); ``coverage.md`` reads each learned entry's stored settings there
+            (:mod:`edgesched.leaderboard.provenance`).
 
     Returns:
         The files written.
@@ -514,7 +519,7 @@ def build(
             if png is not None:
                 atomic_write_bytes(out / f"{name}_curves.png", png)
                 written.append(out / f"{name}_curves.png")
-    atomic_write_text(out / "coverage.md", render_coverage(tables))
+    atomic_write_text(out / "coverage.md", render_coverage(tables, departures(records, root)))
     written.append(out / "coverage.md")
     from .studies import render_rlpto, render_srole, render_tapfinger
 
@@ -565,8 +570,11 @@ PROTOCOL_EVAL_SEEDS = 10
 PROTOCOL_TRAIN_SEEDS = 3
 
 
-def render_coverage(tables: dict[str, list[Row]]) -> str:
+def render_coverage(tables: dict[str, list[Row]], found: list[Departure] | None = None) -> str:
     """Which entries each leaderboard has, and what the protocol still lacks.
+
+    ``found`` (:func:`edgesched.leaderboard.provenance.departures`) adds the section of learned
+    entries trained with other than today's defaults; ``None`` leaves it out.
 
     Rows: every registered baseline, every (algorithm, shield) pair with records (variants
     such as ablations included), and registered learned algorithms without any record;
@@ -631,6 +639,8 @@ def render_coverage(tables: dict[str, list[Row]]) -> str:
                 missing.append(f"{a} on {name} ({seeds} of {PROTOCOL_TRAIN_SEEDS} training seeds)")
     lines += ["", "Still missing for the protocol: " + ("; ".join(missing) if missing else "none")]
     lines.append("")
+    if found is not None:
+        lines += render_departures(found)
     return "\n".join(lines)
 
 

@@ -1,0 +1,175 @@
+"""Whether a learned entry is what ``python train.py algo=<name>`` trains today.
+
+A record names the algorithm it was trained with, but an algorithm's defaults move on (RLPTO's
+credit became per-job, SROLE's shield training became preemptive, ``dqn_central`` became
+work-conserving). A board row labelled ``rlpto`` that was trained before such a change still
+reproduces under ``validate`` (its policy file keeps the settings it was trained with), yet it is
+not the algorithm a reader would run. This module compares each learned record with today's
+defaults, from what the record and its policy file store:
+
+* the algorithm's hyperparameters: the ``algo`` node of the policy file, read through
+  :func:`edgesched.algos.config_from_dict` (so a key added later takes the value that keeps the
+  stored behaviour), against :func:`edgesched.algos.algo_config`'s defaults, which
+  ``conf/algo/<name>.yaml`` restates (``tests/test_algo_contract.py`` keeps the two equal);
+* the shield's options, against the registered shield's defaults;
+* the budget: the record's training env steps against the default
+  ``experiment.total_env_steps`` (the runner trains ``total // per_update`` whole updates).
+
+Entries of a variant (``tapfinger-noattn``: an ablation, named as such) are not checked: their
+name already says they are not the default algorithm.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .records import Record
+
+_IGNORED_KEYS = ("name", "variant")
+
+
+@dataclass(frozen=True)
+class Departure:
+    """How one learned record differs from today's defaults.
+
+    Attributes:
+        record: the record.
+        changes: ``(setting, trained with, today's default)`` per differing setting.
+        unknown: why the settings cannot be compared (no policy file), else ``""``.
+    """
+
+    record: Record
+    changes: tuple[tuple[str, str, str], ...]
+    unknown: str = ""
+
+
+def _text(value: Any) -> str:
+    return "`" + (repr(value) if isinstance(value, str) else str(value)) + "`"
+
+
+def _stored_policy(rec: Record, root: Path) -> dict[str, Any] | str:
+    """The policy file's stored settings, or why there are none."""
+    rel = rec.data.get("policy")
+    if not rel:
+        return "no policy file in the record"
+    path = root / str(rel)
+    if not path.is_file():
+        return f"policy file {rel!r} not found"
+    import torch  # only here: building the tables alone needs no torch
+
+    stored = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(stored, dict) or not isinstance(stored.get("algo"), dict):
+        return f"policy file {rel!r} stores no algorithm config"
+    return stored
+
+
+def algo_changes(stored_algo: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """``(key, stored, default)`` for every hyperparameter that differs from today's default.
+
+    Args:
+        stored_algo: a stored ``algo`` node (with its ``name``), as in ``policy.pt``.
+    """
+    from edgesched.algos import algo_config, config_from_dict
+
+    trained = dataclasses.asdict(config_from_dict(stored_algo))
+    today = dataclasses.asdict(algo_config(str(stored_algo["name"])))
+    return [
+        (key, _text(trained[key]), _text(today[key]))
+        for key in sorted(today)
+        if key not in _IGNORED_KEYS and trained.get(key) != today[key]
+    ]
+
+
+def shield_changes(shield: str, stored_kwargs: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """``(shield.<key>, stored, default)`` for shield options that differ from the default."""
+    if shield in ("", "none"):
+        return []
+    from omegaconf import OmegaConf
+
+    from edgesched.experiment.schema import ShieldConfig, shield_kwargs
+
+    today = shield_kwargs(OmegaConf.structured(ShieldConfig(name=shield)))
+    return [
+        (f"shield.{key}", _text(stored_kwargs.get(key)), _text(today.get(key)))
+        for key in sorted(set(today) | set(stored_kwargs))
+        if stored_kwargs.get(key, today.get(key)) != today.get(key)
+    ]
+
+
+def budget_change(rec: Record) -> list[tuple[str, str, str]]:
+    """The budget as a change when the record was not trained at the default budget."""
+    from edgesched.experiment.schema import ExperimentConfig
+
+    train = rec.data.get("train") or {}
+    steps, updates = train.get("env_steps"), train.get("updates")
+    if not steps or not updates:
+        return []
+    default = ExperimentConfig().total_env_steps
+    per_update = int(steps) // int(updates)
+    if per_update > 0 and int(updates) == max(default // per_update, 1):
+        return []
+    return [("experiment.total_env_steps", f"{int(steps):,} env steps", f"{default:,}")]
+
+
+def departures(records: list[Record], root: str | Path = ".") -> list[Departure]:
+    """The learned records that are not today's defaults (or cannot be checked).
+
+    Args:
+        records: records of any kind; heuristics and variant entries are skipped.
+        root: the directory that the records' ``policy`` paths are relative to.
+    """
+    from edgesched.algos import list_algorithms
+
+    root, found = Path(root), []
+    for rec in records:
+        if not rec.learned or rec.data["algo"] not in list_algorithms():
+            continue
+        stored = _stored_policy(rec, root)
+        if isinstance(stored, str):
+            found.append(Departure(rec, (), stored))
+            continue
+        changes = algo_changes(stored["algo"])
+        changes += shield_changes(rec.data["shield"], dict(stored.get("shield_kwargs") or {}))
+        changes += budget_change(rec)
+        if changes:
+            found.append(Departure(rec, tuple(changes)))
+    return found
+
+
+def render_departures(found: list[Departure]) -> list[str]:
+    """Markdown lines for ``coverage.md``: one line per (board, entry) with its departures."""
+    lines = [
+        "## Entries trained with other than today's defaults",
+        "",
+        "Compared with what `python train.py algo=<name>` trains now (the policy file's stored "
+        "algorithm and shield settings, and the budget; `edgesched/leaderboard/provenance.py`). "
+        "Such an entry still reproduces under `validate`, but it is not today's algorithm.",
+        "",
+    ]
+    grouped: dict[tuple[str, str, str], list[Departure]] = {}
+    for dep in found:
+        d = dep.record.data
+        grouped.setdefault((dep.record.scenario_name, d["algo"], d["shield"]), []).append(dep)
+    if not grouped:
+        return [*lines, "None: every learned entry is trained with today's defaults.", ""]
+    lines += [
+        "| board | entry | training seeds | trained with (today's default) |",
+        "|---|---|---|---|",
+    ]
+    for (board, algo, shield), deps in sorted(grouped.items()):
+        label = algo if shield == "none" else f"{algo} ({shield})"
+        seeds = ", ".join(str(d.record.data["train_seed"]) for d in deps)
+        texts = sorted(
+            {
+                dep.unknown or "; ".join(f"{key} {was} ({now})" for key, was, now in dep.changes)
+                for dep in deps
+            }
+        )
+        lines.append(f"| {board} | {label} | {seeds} | {' / '.join(texts)} |")
+    return [*lines, ""]
+
+
+__all__ = ["Departure", "algo_changes", "budget_change", "departures", "render_departures"]

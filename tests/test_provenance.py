@@ -1,0 +1,109 @@
+"""coverage.md's check of learned entries against today's defaults (leaderboard/provenance.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from edgesched.algos import algo_config
+from edgesched.leaderboard.build import build
+from edgesched.leaderboard.provenance import (
+    algo_changes,
+    budget_change,
+    departures,
+    render_departures,
+    shield_changes,
+)
+from edgesched.leaderboard.records import Record, load_records
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = ROOT / "tests" / "fixtures" / "leaderboard" / "records.jsonl"
+
+
+def _default(name: str) -> dict:
+    return dataclasses.asdict(algo_config(name))
+
+
+def test_todays_defaults_have_no_change_and_a_changed_key_is_named():
+    for name in ("mappo", "srole", "rlpto", "dqn_central", "tapfinger"):
+        assert algo_changes(_default(name)) == [], name
+    assert algo_changes({**_default("mappo"), "lr": 1e-3}) == [("lr", "`0.001`", "`0.0005`")]
+
+
+def test_a_key_missing_from_an_old_config_is_what_that_run_trained_with():
+    # stored before per-job credit / preemptive shielding existed: the stored defaults apply
+    old_rlpto = {k: v for k, v in _default("rlpto").items() if k != "credit"}
+    assert algo_changes(old_rlpto) == [("credit", "`'team'`", "`'job'`")]
+    old_srole = {k: v for k, v in _default("srole").items() if k != "shield_training"}
+    assert algo_changes(old_srole) == [("shield_training", "`'postposed'`", "`'preemptive'`")]
+
+
+def test_shield_options_and_budget():
+    assert shield_changes("none", {}) == []
+    assert shield_changes("central", {}) == []
+    assert shield_changes("regional", {"rounds": 2, "boundary": "optimistic"}) == []
+    assert shield_changes("regional", {"rounds": 3, "boundary": "optimistic"}) == [
+        ("shield.rounds", "`3`", "`2`")
+    ]
+
+    def rec(steps: int, updates: int) -> Record:
+        return Record({"train": {"env_steps": steps, "updates": updates}}, Path("x"))
+
+    assert budget_change(rec(149_504, 292)) == []  # 292 whole updates of 512 fit in 150,000
+    assert budget_change(rec(599_552, 1171))[0][0] == "experiment.total_env_steps"
+    assert budget_change(rec(512, 1))[0][1] == "512 env steps"
+
+
+def _learned(tmp_path: Path, algo: dict | None, seed: int) -> dict:
+    row = next(
+        json.loads(line)
+        for line in RECORDS.read_text().splitlines()
+        if json.loads(line)["algo"] == "mappo"
+    )
+    row = {**row, "train_seed": seed, "train": {"env_steps": 149_504, "updates": 292}}
+    if algo is not None:
+        path = tmp_path / f"mappo_seed{seed}.pt"
+        torch.save({"actor": {}, "algo": algo, "shield": "none", "shield_kwargs": {}}, path)
+        row["policy"] = path.name
+    return row
+
+
+def test_departures_list_changed_and_unknown_entries_only(tmp_path):
+    rows = [
+        _learned(tmp_path, _default("mappo"), 0),
+        _learned(tmp_path, {**_default("mappo"), "epochs": 8}, 1),
+        _learned(tmp_path, None, 2),
+    ]
+    recs = [Record(r, tmp_path / "r.jsonl", i + 1) for i, r in enumerate(rows)]
+    found = departures(recs, tmp_path)
+    assert [d.record.data["train_seed"] for d in found] == [1, 2]
+    assert found[0].changes == (("epochs", "`8`", "`4`"),)
+    assert found[1].unknown == "no policy file in the record"
+    text = "\n".join(render_departures(found))
+    assert "| edge10 | mappo | 1, 2 | epochs `8` (`4`) / no policy file in the record |" in text
+    assert "None: every learned entry" in "\n".join(render_departures([]))
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_coverage_page_shows_the_section(tmp_path, stale):
+    algo = {**_default("mappo"), "epochs": 8} if stale else _default("mappo")
+    rows = [json.loads(line) for line in RECORDS.read_text().splitlines()]
+    rows = [r for r in rows if r["train_seed"] is None]  # the fixture's heuristics
+    rows += [_learned(tmp_path, algo, s) for s in (0, 1, 2)]
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    build([path], [], tmp_path / "out", plots=False, root=tmp_path)
+    page = (tmp_path / "out" / "coverage.md").read_text()
+    assert "## Entries trained with other than today's defaults" in page
+    assert ("| edge10 | mappo | 0, 1, 2 | epochs `8` (`4`) |" in page) == stale
+    assert ("None: every learned entry" in page) == (not stale)
+
+
+def test_the_committed_records_say_which_entries_are_not_todays_defaults():
+    """Every entry of the current boards has a policy file whose settings can be compared."""
+    recs = load_records([ROOT / "leaderboards" / "results"])
+    assert all(not d.unknown for d in departures(recs, ROOT))
