@@ -65,7 +65,7 @@ def test_curve_settings_are_checked(tmp_path):
 
 
 # --------------------------------------------------------------------- leaderboards
-def _with_curves(rows, every=2, seeds=(10_000, 10_001)):
+def _with_curves(rows, every=2, seeds=(10_000, 10_001), updates=(2, 4, 6)):
     """Fixture records with a curve block: run k's JCT at step s is 100 / s + k + seed."""
     out = []
     for r in rows:
@@ -83,7 +83,7 @@ def _with_curves(rows, every=2, seeds=(10_000, 10_001)):
                         "jct_mean": 0.0,
                         "per_seed": [100.0 / (32 * u) + k + (s - 10_000) for s in seeds],
                     }
-                    for u in (2, 4, 6)
+                    for u in updates
                 ],
             }
         out.append(r)
@@ -126,3 +126,64 @@ def test_training_seeds_with_different_curve_protocols_are_rejected(tmp_path):
     mappo[1]["curve"] = {**mappo[1]["curve"], "every": 3}
     with pytest.raises(RecordError, match="must share the curve protocol"):
         build([_write(tmp_path / "x.jsonl", rows)], [], tmp_path / "o", plots=False)
+
+
+def test_late_trend_is_the_fitted_change_over_the_second_half():
+    from edgesched.leaderboard.curves import late_trend
+
+    steps = list(range(10, 101, 10))
+    x = np.array(steps, dtype=np.float64)
+    # 3 runs x 10 points x 2 curve seeds, JCT = 200 - steps on every series
+    jct = np.broadcast_to((200.0 - x)[None, :, None], (3, 10, 2)).copy()
+    t = late_trend(steps, jct)
+    # window 50..100: the line falls by 50 around a mean of 125
+    assert t.value == pytest.approx(-50.0 / 125.0)
+    assert t.low == pytest.approx(t.value) and t.high == pytest.approx(t.value)
+    # the first half does not count: a drop there and flat afterwards is flat
+    stepped = np.where(x < 50, 300.0, 100.0)
+    flat = late_trend(steps, np.broadcast_to(stepped[None, :, None], (3, 10, 2)).copy())
+    assert flat.value == pytest.approx(0.0)
+    assert late_trend([10, 20, 30], np.ones((3, 3, 2))) is None  # 2 points in the window
+
+
+@pytest.mark.parametrize(
+    ("value", "low", "high", "verdict"),
+    [
+        (-0.10, -0.15, -0.05, "still improving"),
+        (-0.01, -0.015, -0.005, "flat"),  # excludes zero but under 2%
+        (-0.10, -0.20, 0.01, "flat"),
+        (0.05, 0.01, 0.09, "worsening"),
+        (0.05, float("nan"), float("nan"), "n/a"),
+    ],
+)
+def test_curve_verdicts(value, low, high, verdict):
+    from edgesched.leaderboard import stats
+    from edgesched.leaderboard.curves import Curve
+
+    assert Curve(1, (0,), (), 3, stats.Estimate(value, low, high)).verdict == verdict
+    assert Curve(1, (0,), (), 3, None).verdict == "n/a"
+
+
+def test_boards_and_coverage_report_whether_curves_flattened(tmp_path):
+    from test_leaderboard import _fixture_rows, _write
+
+    from edgesched.leaderboard.build import build
+
+    # JCT 100/s + k + seed at steps 64..384: from 192 on it falls by 0.26 around about 2.9
+    rows = _with_curves(_fixture_rows(), updates=range(2, 13, 2))
+    build([_write(tmp_path / "c.jsonl", rows)], [], tmp_path / "out", plots=False)
+    md = (tmp_path / "out" / "edge10.md").read_text()
+    assert "| entry | change over the second half [95% CI] | verdict |" in md
+    line = next(x for x in md.splitlines() if x.startswith("| mappo | -"))
+    assert line.endswith("| still improving |")
+    cov = (tmp_path / "out" / "coverage.md").read_text()
+    row = next(x for x in cov.splitlines() if x.startswith("| edge10 |"))
+    assert row == "| edge10 | ippo, mappo | ippo, mappo | - | not determined: longer curves needed |"
+    # flat curves: the default budget is the benchmark budget
+    for r in rows:
+        for p in r.get("curve", {"points": []})["points"]:
+            p["per_seed"] = [5.0 for _ in p["per_seed"]]
+    build([_write(tmp_path / "f.jsonl", rows)], [], tmp_path / "flat", plots=False)
+    cov = (tmp_path / "flat" / "coverage.md").read_text()
+    row = next(x for x in cov.splitlines() if x.startswith("| edge10 |"))
+    assert row.endswith("| none | - | 150,000 (the default: the curves are flat) |")

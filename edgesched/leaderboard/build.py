@@ -26,7 +26,7 @@ import numpy as np
 from edgesched.experiment.io import atomic_write_bytes, atomic_write_text
 
 from . import stats
-from .curves import entry_curve, render_curves_md, render_curves_png
+from .curves import entry_curve, render_budget_tiers, render_curves_md, render_curves_png
 from .provenance import Departure, departures, render_departures
 from .records import Record, RecordError, group_tables, load_records
 from .table import Row, _ci, _f, _n_seeds, png_bytes
@@ -639,6 +639,11 @@ def render_coverage(tables: dict[str, list[Row]], found: list[Departure] | None 
                 missing.append(f"{a} on {name} ({seeds} of {PROTOCOL_TRAIN_SEEDS} training seeds)")
     lines += ["", "Still missing for the protocol: " + ("; ".join(missing) if missing else "none")]
     lines.append("")
+    from edgesched.experiment.schema import ExperimentConfig
+
+    lines += render_budget_tiers(
+        {name: tables[name] for name in scen if name in tables}, ExperimentConfig().total_env_steps
+    )
     if found is not None:
         lines += render_departures(found)
     return "\n".join(lines)

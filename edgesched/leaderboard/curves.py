@@ -7,6 +7,13 @@ seeds are aggregated the way rliable and marl-eval report learning curves: at ev
 environment-step count the runs share, the mean over training seeds of each run's mean JCT,
 with a 95% stratified bootstrap CI (training seeds resampled within each evaluation seed,
 as for the board's own columns).
+
+Whether a curve has flattened is measured, not eyeballed: over the points in the second half
+of the budget (:data:`TREND_FROM`), each run's held-out JCT on each curve seed is fitted with a
+least-squares line, and the line's change across that window, relative to the window's mean
+JCT, is aggregated like the points (mean over training seeds, stratified bootstrap CI). An
+entry whose whole interval lies below zero was still improving when its budget ran out; that
+is the evidence the benchmark budget tier (``leaderboards/README.md``) is chosen from.
 """
 
 from __future__ import annotations
@@ -17,7 +24,15 @@ import numpy as np
 
 from . import stats
 from .records import Record
-from .table import Row, _ci, png_bytes
+from .table import NA, Row, _ci, png_bytes
+
+TREND_FROM = 0.5
+"""The trend is fitted to the points at or after this fraction of the entry's last step."""
+TREND_MIN_POINTS = 3
+TREND_MATERIAL = 0.02
+"""A change smaller than this (2% of the JCT over half the budget) counts as flat even when
+its interval excludes zero. Assumed: about the spread between two evaluations of one policy
+on three seeds, not derived from data."""
 
 
 @dataclass(frozen=True)
@@ -30,12 +45,57 @@ class Curve:
         points: ``(env_steps, estimate)`` per point, in step order (the last is the final
             evaluation).
         runs: training seeds aggregated.
+        trend: relative change of held-out JCT over the second half of the budget
+            (:func:`late_trend`; negative: still improving), ``None`` with fewer than
+            :data:`TREND_MIN_POINTS` points there.
     """
 
     every: int
     seeds: tuple[int, ...]
     points: tuple[tuple[int, stats.Estimate], ...]
     runs: int
+    trend: stats.Estimate | None = None
+
+    @property
+    def verdict(self) -> str:
+        """``still improving``, ``flat`` or ``worsening`` from :attr:`trend`.
+
+        Improving (worsening): the whole 95% CI is below (above) zero and the estimate
+        exceeds :data:`TREND_MATERIAL` in size; anything else is flat.
+        """
+        t = self.trend
+        if t is None or not (np.isfinite(t.low) and np.isfinite(t.high)):
+            return "n/a"
+        if t.high < 0 and t.value < -TREND_MATERIAL:
+            return "still improving"
+        if t.low > 0 and t.value > TREND_MATERIAL:
+            return "worsening"
+        return "flat"
+
+
+def late_trend(steps: list[int], jct: np.ndarray) -> stats.Estimate | None:
+    """Relative change of held-out JCT over the second half of the budget, with its CI.
+
+    Args:
+        steps: the env-step count of every point, ascending.
+        jct: per-seed mean JCT, shape ``(training runs, points, curve seeds)``.
+
+    Returns:
+        Mean over training seeds of each (run, curve seed)'s least-squares line's change
+        between the window's first and last point divided by its mean JCT in the window,
+        with a 95% bootstrap CI stratified by curve seed; ``None`` when fewer than
+        :data:`TREND_MIN_POINTS` points lie at or after :data:`TREND_FROM` of the last step.
+    """
+    x_all = np.asarray(steps, dtype=np.float64)
+    keep = x_all >= TREND_FROM * x_all[-1]
+    if keep.sum() < TREND_MIN_POINTS:
+        return None
+    x, y = x_all[keep], np.asarray(jct, dtype=np.float64)[:, keep, :]
+    xc = x - x.mean()
+    # least-squares slope of every (run, seed) series at once: shape (runs, seeds)
+    slope = np.tensordot(xc, y - y.mean(axis=1, keepdims=True), axes=([0], [1])) / (xc @ xc)
+    rel = slope * (x[-1] - x[0]) / y.mean(axis=1)
+    return stats.stratified_bootstrap([rel[:, j] for j in range(rel.shape[1])], "mean")
 
 
 def entry_curve(recs: list[Record]) -> Curve | None:
@@ -56,15 +116,17 @@ def entry_curve(recs: list[Record]) -> Curve | None:
                 "entry must share the curve protocol"
             )
     steps = sorted(set.intersection(*({int(p["env_steps"]) for p in b["points"]} for b in blocks)))
-    points = []
+    points, mats = [], []
     for step in steps:
         # (training seeds, curve seeds) per-seed mean JCT at this step
         at_step = [next(p for p in b["points"] if int(p["env_steps"]) == step) for b in blocks]
         mat = np.array([p["per_seed"] for p in at_step], dtype=np.float64)
         strata = [mat[:, j] for j in range(mat.shape[1])]
         points.append((step, stats.stratified_bootstrap(strata, "mean")))
+        mats.append(mat)
     seeds = tuple(int(s) for s in first["seeds"])
-    return Curve(int(first["every"]), seeds, tuple(points), len(recs))
+    trend = late_trend(steps, np.stack(mats, axis=1))
+    return Curve(int(first["every"]), seeds, tuple(points), len(recs), trend)
 
 
 def render_curves_md(rows: list[Row]) -> list[str]:
@@ -89,8 +151,80 @@ def render_curves_md(rows: list[Row]) -> list[str]:
         seeds = ",".join(map(str, c.seeds))
         for step, est in c.points:
             lines.append(f"| {name} | {c.runs} | {c.every} | {seeds} | {step:,} | {_ci(est)} |")
+    lines += [
+        "",
+        "Has each curve flattened? Change of held-out JCT over the second half of the budget "
+        "(a least-squares line through each run's points from half the last step on, per curve "
+        "seed; its change across the window relative to the window's mean JCT; mean over "
+        "training seeds, 95% stratified bootstrap CI). *Still improving*: the whole interval "
+        f"is below zero and the change exceeds {TREND_MATERIAL:.0%}, so a larger budget would "
+        "likely lower the entry's JCT.",
+        "",
+        "| entry | change over the second half [95% CI] | verdict |",
+        "|---|---|---|",
+    ]
+    for r in with_curve:
+        c = r.curve
+        name = r.algo if r.shield == "none" else f"{r.algo} ({r.shield})"
+        t = c.trend
+        text = NA if t is None else f"{t.value:+.1%} [{t.low:+.1%}, {t.high:+.1%}]"
+        lines.append(f"| {name} | {text} | {c.verdict} |")
     lines.append("")
     return lines
+
+
+def render_budget_tiers(tables: dict[str, list[Row]], default_steps: int) -> list[str]:
+    """``coverage.md``'s budget section: is the default budget each board's benchmark budget?
+
+    It is where the learned entries' curves have flattened by its end.
+
+    Args:
+        tables: every board's rows (``build``'s tables).
+        default_steps: the default ``experiment.total_env_steps``.
+    """
+    lines = [
+        "## Budget tiers",
+        "",
+        f"The default budget is {default_steps:,} env steps (`experiment.total_env_steps`, the "
+        "README's first command). A board's *benchmark* budget is chosen from its learned "
+        "entries' sample-efficiency curves: where no entry with a curve is still improving "
+        "at the end of the default budget (each board's *Has each curve flattened?* table), "
+        "the default is that board's benchmark budget; where some entry is, the benchmark "
+        "budget is not determined until curves past the default exist. Entries without a "
+        "curve do not count for or against.",
+        "",
+        "| board | entries with a curve | still improving at their last step | without a curve "
+        "| benchmark budget |",
+        "|---|---|---|---|---|",
+    ]
+    for name, rows in tables.items():
+        learned = [r for r in rows if r.learned]
+        if not learned:
+            continue
+
+        def label(r: Row) -> str:
+            return r.algo if r.shield == "none" else f"{r.algo} ({r.shield})"
+
+        curved = [r for r in learned if r.curve is not None]
+        improving = [label(r) for r in curved if r.curve.verdict == "still improving"]
+        without = [label(r) for r in learned if r.curve is None]
+        if not curved:
+            budget = "not determined: no curve on this board"
+        elif improving:
+            budget = "not determined: longer curves needed"
+        else:
+            last = {r.curve.points[-1][0] for r in curved}
+            budget = (
+                f"{default_steps:,} (the default: the curves are flat)"
+                if max(last) <= default_steps
+                else "not determined: the curves ran past the default"
+            )
+        lines.append(
+            f"| {name} | {', '.join(sorted(label(r) for r in curved)) or '-'} | "
+            f"{', '.join(sorted(improving)) or 'none'} | {', '.join(sorted(without)) or '-'} "
+            f"| {budget} |"
+        )
+    return [*lines, ""]
 
 
 def render_curves_png(scenario_id: str, rows: list[Row]) -> bytes | None:
@@ -120,4 +254,12 @@ def render_curves_png(scenario_id: str, rows: list[Row]) -> bytes | None:
     return png_bytes(fig, dpi=100)
 
 
-__all__ = ["Curve", "entry_curve", "render_curves_md", "render_curves_png"]
+__all__ = [
+    "TREND_FROM",
+    "Curve",
+    "entry_curve",
+    "late_trend",
+    "render_budget_tiers",
+    "render_curves_md",
+    "render_curves_png",
+]
