@@ -8,6 +8,8 @@ figures are read from its record. One row per run, labelled by the first folder 
 
     python train.py algo=rlpto env=edge10 seed=S output_dir=outputs/rlptostudy/<variant> ...
     python benchmarks/rlpto_controller.py --runs outputs/rlptostudy --out benchmarks/results
+    python benchmarks/rlpto_controller.py --runs outputs/hl/runs/edge50-highload \
+        --out benchmarks/results --name rlpto_controller_edge50-highload   # a board's runs
 
 Columns: ``dec/call`` the share of controller calls that were decisions (two or more
 feasible actions); ``grow`` / ``keep`` / ``shrink`` the greedy choice on decisions;
@@ -65,10 +67,15 @@ def main() -> None:
         help="for a freshly initialized controller on these scenarios, the mean advantage of "
         "grow and of keep where both were feasible (8 rollouts of 4 copies x 128 slots)",
     )
-    parser.add_argument("--out", default="", help="directory for rlpto_controller.md")
+    parser.add_argument("--out", default="", help="directory for <name>.md")
+    parser.add_argument(
+        "--name",
+        default="rlpto_controller",
+        help="results file name without .md (one per set of runs, e.g. one per board)",
+    )
     args = parser.parse_args()
     root = Path(args.runs)
-    report = Report("rlpto_controller", args.out)
+    report = Report(args.name, args.out)
     report.print(f"machine: {cpu_name()}; runs under {root.as_posix()}")
     report.print(
         f"{'run':<28}{'dec/call':>9}{'grow':>7}{'keep':>7}{'shrink':>8}{'always-grow':>13}"

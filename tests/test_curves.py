@@ -178,7 +178,9 @@ def test_boards_and_coverage_report_whether_curves_flattened(tmp_path):
     assert line.endswith("| still improving |")
     cov = (tmp_path / "out" / "coverage.md").read_text()
     row = next(x for x in cov.splitlines() if x.startswith("| edge10 |"))
-    assert row == "| edge10 | ippo, mappo | ippo, mappo | - | not determined: longer curves needed |"
+    assert (
+        row == "| edge10 | ippo, mappo | ippo, mappo | - | not determined: longer curves needed |"
+    )
     # flat curves: the default budget is the benchmark budget
     for r in rows:
         for p in r.get("curve", {"points": []})["points"]:
@@ -187,3 +189,15 @@ def test_boards_and_coverage_report_whether_curves_flattened(tmp_path):
     cov = (tmp_path / "flat" / "coverage.md").read_text()
     row = next(x for x in cov.splitlines() if x.startswith("| edge10 |"))
     assert row.endswith("| none | - | 150,000 (the default: the curves are flat) |")
+    # an entry without a curve leaves the budget open
+    rows = [r for r in rows if not (r["algo"] == "ippo" and r["train_seed"] == 0)]
+    for r in rows:
+        if r["algo"] == "ippo":
+            r.pop("curve", None)
+    build([_write(tmp_path / "g.jsonl", rows)], [], tmp_path / "gap", plots=False)
+    cov = (tmp_path / "gap" / "coverage.md").read_text()
+    row = next(x for x in cov.splitlines() if x.startswith("| edge10 |"))
+    assert row == (
+        "| edge10 | mappo | none | ippo | not determined: the default if the entries without "
+        "a curve are flat too |"
+    )

@@ -190,8 +190,9 @@ def render_budget_tiers(tables: dict[str, list[Row]], default_steps: int) -> lis
         "entries' sample-efficiency curves: where no entry with a curve is still improving "
         "at the end of the default budget (each board's *Has each curve flattened?* table), "
         "the default is that board's benchmark budget; where some entry is, the benchmark "
-        "budget is not determined until curves past the default exist. Entries without a "
-        "curve do not count for or against.",
+        "budget is not determined until curves past the default exist. A board with an "
+        "entry without a curve stays undetermined too: that entry may be the one still "
+        "improving.",
         "",
         "| board | entries with a curve | still improving at their last step | without a curve "
         "| benchmark budget |",
@@ -212,6 +213,9 @@ def render_budget_tiers(tables: dict[str, list[Row]], default_steps: int) -> lis
             budget = "not determined: no curve on this board"
         elif improving:
             budget = "not determined: longer curves needed"
+        elif without:
+            # an entry without a curve may be the one still improving (tapfinger's own board)
+            budget = "not determined: the default if the entries without a curve are flat too"
         else:
             last = {r.curve.points[-1][0] for r in curved}
             budget = (
