@@ -46,6 +46,7 @@ from .schema import (
     scenario_overrides,
     shield_kwargs,
     validate,
+    whole_updates,
 )
 
 CHECKPOINT = Path("checkpoints") / "last.pt"
@@ -399,7 +400,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         raise
 
     per_update = int(exp.num_envs) * int(exp.rollout_steps)
-    n_updates = max(int(exp.total_env_steps) // per_update, 1)
+    n_updates = whole_updates(int(exp.total_env_steps), per_update)
     label = f"{algo_label(cfg.algo)}@{scenario.id} seed {int(cfg.seed)}"
     console = TrainingConsole(
         label,

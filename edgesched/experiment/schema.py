@@ -155,6 +155,11 @@ class ShieldConfig:
     boundary: str = "optimistic"
 
 
+def whole_updates(total_env_steps: int, per_update: int) -> int:
+    """Updates a run trains: as many whole updates as fit in the budget, at least one."""
+    return max(int(total_env_steps) // int(per_update), 1)
+
+
 def algo_label(algo_cfg: Any) -> str:
     """The entry name of a run in records and leaderboards: ``name`` or ``name-variant``."""
     variant = str(algo_cfg.get("variant", "") or "")

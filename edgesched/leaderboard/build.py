@@ -29,7 +29,7 @@ from . import stats
 from .curves import entry_curve, render_budget_tiers, render_curves_md, render_curves_png
 from .provenance import Departure, departures, render_departures
 from .records import Record, RecordError, group_tables, load_records
-from .table import Row, _ci, _f, _n_seeds, png_bytes
+from .table import Row, _ci, _f, _n_seeds, entry_name, png_bytes
 
 REFERENCE = "random"
 
@@ -615,7 +615,7 @@ def render_coverage(tables: dict[str, list[Row]], found: list[Departure] | None 
     missing = []
     for algo, shield in keys:
         is_learned = algo in learned or algo.split("-")[0] in learned
-        label = algo if shield in ("", "none") else f"{algo} ({shield})"
+        label = entry_name(algo, shield)
         cells = []
         for name in scen:
             row = entries.get((algo, shield), {}).get(name)

@@ -24,7 +24,7 @@ import numpy as np
 
 from . import stats
 from .records import Record
-from .table import NA, Row, _ci, png_bytes
+from .table import NA, Row, _ci, entry_name, png_bytes
 
 TREND_FROM = 0.5
 """The trend is fitted to the points at or after this fraction of the entry's last step."""
@@ -147,7 +147,7 @@ def render_curves_md(rows: list[Row]) -> list[str]:
     ]
     for r in with_curve:
         c = r.curve
-        name = r.algo if r.shield == "none" else f"{r.algo} ({r.shield})"
+        name = entry_name(r.algo, r.shield)
         seeds = ",".join(map(str, c.seeds))
         for step, est in c.points:
             lines.append(f"| {name} | {c.runs} | {c.every} | {seeds} | {step:,} | {_ci(est)} |")
@@ -165,7 +165,7 @@ def render_curves_md(rows: list[Row]) -> list[str]:
     ]
     for r in with_curve:
         c = r.curve
-        name = r.algo if r.shield == "none" else f"{r.algo} ({r.shield})"
+        name = entry_name(r.algo, r.shield)
         t = c.trend
         text = NA if t is None else f"{t.value:+.1%} [{t.low:+.1%}, {t.high:+.1%}]"
         lines.append(f"| {name} | {text} | {c.verdict} |")
@@ -202,13 +202,12 @@ def render_budget_tiers(tables: dict[str, list[Row]], default_steps: int) -> lis
         learned = [r for r in rows if r.learned]
         if not learned:
             continue
-
-        def label(r: Row) -> str:
-            return r.algo if r.shield == "none" else f"{r.algo} ({r.shield})"
-
         curved = [r for r in learned if r.curve is not None]
-        improving = [label(r) for r in curved if r.curve.verdict == "still improving"]
-        without = [label(r) for r in learned if r.curve is None]
+        with_curve = sorted(entry_name(r.algo, r.shield) for r in curved)
+        improving = [
+            entry_name(r.algo, r.shield) for r in curved if r.curve.verdict == "still improving"
+        ]
+        without = [entry_name(r.algo, r.shield) for r in learned if r.curve is None]
         if not curved:
             budget = "not determined: no curve on this board"
         elif improving:
@@ -217,14 +216,14 @@ def render_budget_tiers(tables: dict[str, list[Row]], default_steps: int) -> lis
             # an entry without a curve may be the one still improving (tapfinger's own board)
             budget = "not determined: the default if the entries without a curve are flat too"
         else:
-            last = {r.curve.points[-1][0] for r in curved}
+            last = max(r.curve.points[-1][0] for r in curved)
             budget = (
                 f"{default_steps:,} (the default: the curves are flat)"
-                if max(last) <= default_steps
+                if last <= default_steps
                 else "not determined: the curves ran past the default"
             )
         lines.append(
-            f"| {name} | {', '.join(sorted(label(r) for r in curved)) or '-'} | "
+            f"| {name} | {', '.join(with_curve) or '-'} | "
             f"{', '.join(sorted(improving)) or 'none'} | {', '.join(sorted(without)) or '-'} "
             f"| {budget} |"
         )

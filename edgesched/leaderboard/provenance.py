@@ -11,9 +11,10 @@ defaults, from what the record and its policy file store:
   :func:`edgesched.algos.config_from_dict` (so a key added later takes the value that keeps the
   stored behaviour), against :func:`edgesched.algos.algo_config`'s defaults, which
   ``conf/algo/<name>.yaml`` restates (``tests/test_algo_contract.py`` keeps the two equal);
-* the shield's options, against the registered shield's defaults;
+* the shield's options, against the defaults of ``ShieldConfig`` (``conf/shield/``);
 * the budget: the record's training env steps against the default
-  ``experiment.total_env_steps`` (the runner trains ``total // per_update`` whole updates).
+  ``experiment.total_env_steps`` (the runner trains
+  :func:`~edgesched.experiment.schema.whole_updates` of them).
 
 Entries of a variant (``tapfinger-noattn``: an ablation, named as such) are not checked: their
 name already says they are not the default algorithm.
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .records import Record
+from .table import entry_name
 
 _IGNORED_KEYS = ("name", "variant")
 
@@ -101,7 +103,7 @@ def shield_changes(shield: str, stored_kwargs: dict[str, Any]) -> list[tuple[str
 
 def budget_change(rec: Record) -> list[tuple[str, str, str]]:
     """The budget as a change when the record was not trained at the default budget."""
-    from edgesched.experiment.schema import ExperimentConfig
+    from edgesched.experiment.schema import ExperimentConfig, whole_updates
 
     train = rec.data.get("train") or {}
     steps, updates = train.get("env_steps"), train.get("updates")
@@ -109,7 +111,7 @@ def budget_change(rec: Record) -> list[tuple[str, str, str]]:
         return []
     default = ExperimentConfig().total_env_steps
     per_update = int(steps) // int(updates)
-    if per_update > 0 and int(updates) == max(default // per_update, 1):
+    if per_update > 0 and int(updates) == whole_updates(default, per_update):
         return []
     return [("experiment.total_env_steps", f"{int(steps):,} env steps", f"{default:,}")]
 
@@ -160,7 +162,7 @@ def render_departures(found: list[Departure]) -> list[str]:
         "|---|---|---|---|",
     ]
     for (board, algo, shield), deps in sorted(grouped.items()):
-        label = algo if shield == "none" else f"{algo} ({shield})"
+        label = entry_name(algo, shield)
         seeds = ", ".join(str(d.record.data["train_seed"]) for d in deps)
         texts = sorted(
             {

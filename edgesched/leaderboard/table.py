@@ -15,6 +15,11 @@ from . import stats
 NA = "n/a"
 
 
+def entry_name(algo: str, shield: str) -> str:
+    """A board entry's name in tables: ``algo``, or ``algo (shield)`` for a shielded one."""
+    return algo if shield in ("", "none") else f"{algo} ({shield})"
+
+
 @dataclass
 class Row:
     """One leaderboard entry (an algorithm with a shield) and its statistics."""
