@@ -688,6 +688,52 @@ def test_superseded_records_build_only_as_an_archive(tmp_path):
     assert "Superseded" not in (tmp_path / "now" / "edge10.md").read_text()
 
 
+def test_best_learned_vs_best_heuristic_section():
+    """coverage.md's target line: disjoint CIs decide it; the paired reduction is beside it."""
+    from edgesched.leaderboard.studies import render_learned_vs_heuristics
+
+    base = np.linspace(10.0, 100.0, 10)  # workloads differ a lot: wide heuristic CIs
+
+    def row(algo, shield, learned, factor, lo, hi):
+        scores = np.tile(base * factor, (3 if learned else 1, 1))
+        m = float(scores.mean())
+        return _row(algo, shield, learned, m, lo, hi, 0.0, seed_scores=scores.tolist())
+
+    edge = [
+        row("mappo", "none", True, 0.9, 48.0, 51.0),  # best learned, 10% lower on every seed
+        row("tapfinger-noptr", "none", True, 0.5, 26.0, 29.0),  # an ablation: not a candidate
+        row("least_loaded", "central", False, 1.0, 35.0, 75.0),  # best heuristic (shielded)
+        row("random", "none", False, 2.0, 80.0, 140.0),
+    ]
+    clear = [
+        row("srole", "central", True, 0.5, 26.0, 29.0),
+        row("optimus", "none", False, 1.0, 40, 70),
+    ]
+    tf = [
+        row("tapfinger", "none", True, 1.5, 80.0, 85.0),
+        row("optimus", "none", False, 1.0, 40, 70),
+    ]
+    lines = render_learned_vs_heuristics(
+        {"edge50": edge, "edge10": clear, "tapfinger-hetero6": tf, "edge100": edge[2:]},
+        ["edge10", "edge50", "edge100", "tapfinger-hetero6"],
+    )
+    table = {
+        line.split(" | ")[0][2:]: line
+        for line in lines
+        if line.startswith("| edge") or line.startswith("| tap")
+    }
+    assert set(table) == {"edge10", "edge50", "tapfinger-hetero6"}  # edge100: no learned entry
+    e50 = table["edge50"]
+    assert "| mappo | 49.50 [48.00, 51.00] | least_loaded (central) |" in e50
+    # the CIs overlap, so the target is missed, although the paired reduction is clear
+    assert "| no | 10.0% lower [10.0%, 10.0%] | missed |" in e50
+    assert table["edge10"].endswith("| yes | 50.0% lower [50.0%, 50.0%] | met |")
+    assert table["tapfinger-hetero6"].endswith(
+        "| yes | 50.0% higher [50.0%, 50.0%] | n/a (see tapfinger.md) |"
+    )
+    assert render_learned_vs_heuristics({"edge50": edge[2:]}, ["edge50"]) == []
+
+
 def test_heuristics_with_identical_records_share_one_row(tmp_path):
     from edgesched.leaderboard.build import merge_identical
 

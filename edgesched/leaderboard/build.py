@@ -644,6 +644,9 @@ def render_coverage(tables: dict[str, list[Row]], found: list[Departure] | None 
     lines += render_budget_tiers(
         {name: tables[name] for name in scen if name in tables}, ExperimentConfig().total_env_steps
     )
+    from .studies import render_learned_vs_heuristics
+
+    lines += render_learned_vs_heuristics(tables, scen)
     if found is not None:
         lines += render_departures(found)
     return "\n".join(lines)
