@@ -365,3 +365,41 @@ def test_variant_names_the_entry_in_the_record(tmp_path):
 
     trainer, _, _ = load_policy(str(tmp_path / "v" / "policy.pt"))
     assert len(trainer.trainer.actor.backbone.convs) == 0  # the ablation's network reloads
+
+
+@pytest.mark.parametrize("name", ["mappo", "ippo", "srole"])
+def test_feature_norm_normalizes_actor_and_critic_inputs(name):
+    """``algo.feature_norm``: a LayerNorm in front of the actor and of each critic input.
+
+    At initialization (unit weight, zero bias) the actor's logits then ignore a positive
+    rescaling and a shift of an agent's whole observation, which is what the option is for:
+    blocks of very different scales (queue lengths / 10 are unbounded) cannot dominate.
+    """
+    import torch
+    from torch import nn
+
+    import edgesched
+    from edgesched.algos import algo_config, make_trainer
+    from edgesched.policy import EnvSpec
+
+    sim = edgesched.make_parallel("edge10", max_slots=30).sim
+    sim.reset(seed=0)
+    spec = EnvSpec.of(sim)
+    shield = "central" if name == "srole" else "none"
+    plain = make_trainer(name, algo_config(name), spec, 0, shield, {})
+    normed = make_trainer(name, algo_config(name, feature_norm=True), spec, 0, shield, {})
+    assert not any(isinstance(m, nn.LayerNorm) for m in plain.actor.modules())
+    assert isinstance(normed.actor[0], nn.LayerNorm)
+    assert isinstance(normed.critic.enc_obs[0], nn.LayerNorm)
+    if name == "ippo":
+        assert normed.critic.enc_state is None
+    else:
+        assert isinstance(normed.critic.enc_state[0], nn.LayerNorm)
+    obs = torch.from_numpy(sim.obs)
+    with torch.no_grad():
+        a, b = normed.actor(obs), normed.actor(3.0 * obs + 2.0)
+        c, d = plain.actor(obs), plain.actor(3.0 * obs + 2.0)
+    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(c, d, rtol=1e-4, atol=1e-5)
+    acts, logp = normed.act(sim.obs, sim.mask)
+    assert sim.mask[np.arange(len(acts)), acts].all() and np.isfinite(logp).all()

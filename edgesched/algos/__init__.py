@@ -130,21 +130,36 @@ def make_trainer(
 
 # ---------------------------------------------------------------------------- PPO family
 @dataclass
-class MAPPOConfig(PPOConfig):
+class SharedPPOConfig(PPOConfig):
+    """Keys of the shared-actor PPO learners (MAPPO, IPPO, SROLE; ``algos/mappo.py``).
+
+    Attributes:
+        feature_norm: a LayerNorm on the actor's and the critic's inputs (observation and
+            state), as the MAPPO authors' implementation does by default
+            (``use_feature_normalization``, Yu et al., NeurIPS'22). Off by default: every
+            committed board entry was trained without it (a stored config without the key
+            loads as trained); ``benchmarks/results/feature_norm.md`` measures it.
+    """
+
+    feature_norm: bool = False
+
+
+@dataclass
+class MAPPOConfig(SharedPPOConfig):
     """MAPPO: PPO with parameter sharing and a centralized critic on ``state()``."""
 
     name: str = "mappo"
 
 
 @dataclass
-class IPPOConfig(PPOConfig):
+class IPPOConfig(SharedPPOConfig):
     """IPPO: PPO with parameter sharing and a local critic on each agent's observation."""
 
     name: str = "ippo"
 
 
 @dataclass
-class SROLEConfig(PPOConfig):
+class SROLEConfig(SharedPPOConfig):
     """SROLE (Sen & Shen, ICDCS'22): MAPPO with a collision shield in the loop.
 
     Attributes:

@@ -54,6 +54,11 @@ from .common import (
 __all__ = ["Critic", "PPOTrainer", "TrainingDivergedError"]
 
 
+def _norm(dim: int, on: bool) -> list[nn.Module]:
+    """``[LayerNorm(dim)]`` in front of an input layer when ``on`` (``algo.feature_norm``)."""
+    return [nn.LayerNorm(dim)] if on else []
+
+
 class Critic(nn.Module):
     """Value per agent: ``head([enc_obs(own obs), enc_state(state)])``.
 
@@ -63,11 +68,19 @@ class Critic(nn.Module):
     local critic.
     """
 
-    def __init__(self, obs_dim: int, state_dim: int | None, hidden: list[int]) -> None:
+    def __init__(
+        self, obs_dim: int, state_dim: int | None, hidden: list[int], feature_norm: bool = False
+    ) -> None:
         super().__init__()
         h = hidden[0]
-        self.enc_obs = nn.Sequential(nn.Linear(obs_dim, h), nn.Tanh())
-        self.enc_state = nn.Sequential(nn.Linear(state_dim, h), nn.Tanh()) if state_dim else None
+        self.enc_obs = nn.Sequential(
+            *_norm(obs_dim, feature_norm), nn.Linear(obs_dim, h), nn.Tanh()
+        )
+        self.enc_state = (
+            nn.Sequential(*_norm(state_dim, feature_norm), nn.Linear(state_dim, h), nn.Tanh())
+            if state_dim
+            else None
+        )
         self.head = mlp([h * (2 if state_dim else 1), *hidden[1:]], 1)
 
     def forward(self, obs: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:
@@ -107,8 +120,15 @@ class PPOTrainer:
         self._shields: tuple[Any, list[Any]] | None = None
         torch.manual_seed(seed)
         hidden = [int(h) for h in cfg.hidden]
+        norm = bool(getattr(cfg, "feature_norm", False))
         self.actor = mlp([spec.obs_dim, *hidden], spec.num_actions)
-        self.critic = Critic(spec.obs_dim, spec.state_dim if centralized_critic else None, hidden)
+        if norm:
+            # the MAPPO authors' input normalization: the observation's blocks differ in scale
+            # (queue lengths / 10 are unbounded, fractions lie in [0, 1])
+            self.actor = nn.Sequential(*_norm(spec.obs_dim, True), *self.actor)
+        self.critic = Critic(
+            spec.obs_dim, spec.state_dim if centralized_critic else None, hidden, norm
+        )
         self.params = list(self.actor.parameters()) + list(self.critic.parameters())
         self.opt = torch.optim.Adam(self.params, lr=float(cfg.lr), eps=1e-5)
         self.value_rms = RunningMeanStd()

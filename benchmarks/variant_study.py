@@ -1,0 +1,108 @@
+r"""A learner variant against its board entry: the same protocol, compared on the same workloads.
+
+A variant is a training run with ``algo.variant=<label>`` and some non-default setting, for
+example MAPPO's input normalization::
+
+    for a in mappo ippo srole; do for s in 0 1 2; do
+      python train.py +benchmark=edge10 algo=$a algo.feature_norm=true algo.variant=fnorm \
+          seed=$s output_dir=outputs/fnorm
+    done; done
+    python benchmarks/variant_study.py --runs outputs/fnorm --name feature_norm \
+        --out benchmarks/results
+
+Its records name the entry ``<algo>-<label>``. Each such entry is compared with the board's
+``<algo>`` entry (same shield) from the committed records (``--results``): both trained by
+the leaderboard protocol (``+benchmark=<board>``: the default budget, the board's held-out
+seeds), so the comparison is the paired reduction of mean JCT over the evaluation seeds
+(``stats.relative_reduction``; each entry's score per seed is its mean over training seeds),
+which the spread between workloads does not blur. The variant runs stay out of the boards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from _report import Report, cpu_name
+
+from edgesched.leaderboard import stats
+from edgesched.leaderboard.build import compute_rows
+from edgesched.leaderboard.records import group_tables, load_records
+from edgesched.leaderboard.table import Row, entry_name
+
+
+def per_eval_seed(row: Row) -> np.ndarray:
+    """(S,) the entry's mean JCT on each evaluation seed (mean over its training seeds)."""
+    return np.asarray(row.seed_scores, np.float64).mean(axis=0)
+
+
+def pairs(rows: list[Row], variants: set[tuple[str, str]]) -> list[tuple[Row, Row]]:
+    """(board entry, variant) for every ``variants`` row whose base entry is on the board."""
+    by_key = {(r.algo, r.shield): r for r in rows}
+    out = []
+    for r in rows:
+        if (r.algo, r.shield) not in variants or "-" not in r.algo:
+            continue
+        base = by_key.get((r.algo.rsplit("-", 1)[0], r.shield))
+        if base is not None and base.eval_seeds == r.eval_seeds and base.episodes == r.episodes:
+            out.append((base, r))
+    return out
+
+
+def change_text(e: stats.Estimate) -> str:
+    """``12.3% lower [5.0%, 19.0%]``, or ``... higher`` with the interval flipped to match."""
+    lo, hi = (e.low, e.high) if e.value >= 0 else (-e.high, -e.low)
+    word = "lower" if e.value >= 0 else "higher"
+    return f"{100 * abs(e.value):.1f}% {word} [{100 * lo:.1f}%, {100 * hi:.1f}%]"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", nargs="+", required=True, help="variant run or sweep directories")
+    p.add_argument("--results", nargs="+", default=["leaderboards/results"])
+    p.add_argument("--name", default="variant_study", help="results file name (no .md)")
+    p.add_argument("--out", default="")
+    args = p.parse_args()
+    rep = Report(args.name, args.out)
+    t0 = time.perf_counter()
+    tables = group_tables(load_records(args.results, args.runs))
+    ours = {(r.data["algo"], r.data["shield"]) for r in load_records([], args.runs)}
+    lines = []
+    for board, recs in tables.items():
+        rows = compute_rows(recs)
+        for base, var in pairs(rows, ours):
+            e = stats.relative_reduction(per_eval_seed(var), per_eval_seed(base))
+            lines.append(
+                f"| {board} | {entry_name(base.algo, base.shield)} | {var.algo} | "
+                f"{len(var.train_seeds)} vs {len(base.train_seeds)} | "
+                f"{base.mean.value:.2f} [{base.mean.low:.2f}, {base.mean.high:.2f}] | "
+                f"{var.mean.value:.2f} [{var.mean.low:.2f}, {var.mean.high:.2f}] | "
+                f"{change_text(e)} | "
+                f"{base.metrics['collisions_executed']:.1f} / "
+                f"{var.metrics['collisions_executed']:.1f} |"
+            )
+    if not lines:
+        raise SystemExit(f"no variant entry under {args.runs} has its base entry in {args.results}")
+    rep.print(
+        f"Machine: {cpu_name()}. Each variant (records under {' '.join(args.runs)}) against its "
+        "board entry: mean JCT over the held-out seeds with each entry's own 95% CI, and the "
+        "variant's mean JCT relative to the board entry's, paired over the evaluation seeds "
+        "(95% percentile bootstrap CI)."
+    )
+    rep.print()
+    rep.print(
+        "| board | board entry | variant | training seeds | board mean JCT [95% CI] | "
+        "variant mean JCT [95% CI] | variant vs board, paired [95% CI] | "
+        "executed collisions board / variant |"
+    )
+    rep.print("|---|---|---|---|---|---|---|---|")
+    for line in lines:
+        rep.print(line)
+    rep.print()
+    rep.print(f"{time.perf_counter() - t0:.0f} s.")
+    rep.save()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""``benchmarks/variant_study.py``: which rows it pairs, and how it words a paired change."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgesched.leaderboard import stats
+from edgesched.leaderboard.table import Row
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def study():
+    sys.path.insert(0, str(BENCH))
+    try:
+        yield importlib.import_module("variant_study")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def _row(algo: str, shield: str = "none", learned: bool = True, seeds=(10000, 10001)) -> Row:
+    e = stats.Estimate(1.0, 0.5, 1.5)
+    return Row(
+        algo=algo,
+        shield=shield,
+        learned=learned,
+        train_seeds=[0, 1, 2],
+        eval_seeds=list(seeds),
+        episodes=1,
+        mean=e,
+        iqm=e,
+        metrics={},
+        normalized_score=0.0,
+        p_improvement=0.5,
+        commits=[],
+        config_hashes=[],
+        episode_jcts=[],
+        seed_scores=[[1.0, 2.0]] * 3,
+    )
+
+
+def test_pairs_only_the_study_variants_with_their_base_entry(study):
+    rows = [
+        _row("srole", "central"),
+        _row("srole-fnorm", "central"),
+        _row("mappo"),
+        _row("mappo-fnorm"),
+        _row("ippo-fnorm"),  # no base entry on the board
+        _row("tapfinger"),
+        _row("tapfinger-noattn"),  # a committed ablation, not one of this study's runs
+        _row("srole-fnorm", "regional"),  # its base would be srole (regional): absent
+    ]
+    ours = {("srole-fnorm", "central"), ("mappo-fnorm", "none"), ("ippo-fnorm", "none")}
+    ours |= {("srole-fnorm", "regional")}
+    got = [(b.algo, b.shield, v.algo) for b, v in study.pairs(rows, ours)]
+    assert got == [("srole", "central", "srole-fnorm"), ("mappo", "none", "mappo-fnorm")]
+    # different evaluation seeds: not comparable pairwise
+    assert study.pairs([_row("mappo"), _row("mappo-fnorm", seeds=(1, 2))], ours) == []
+
+
+def test_change_text_reads_a_negative_reduction_as_higher(study):
+    assert study.change_text(stats.Estimate(0.25, 0.1, 0.4)) == "25.0% lower [10.0%, 40.0%]"
+    assert study.change_text(stats.Estimate(-0.2, -0.3, -0.1)) == "20.0% higher [10.0%, 30.0%]"
