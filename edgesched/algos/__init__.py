@@ -138,7 +138,8 @@ class SharedPPOConfig(PPOConfig):
             state), as the MAPPO authors' implementation does by default
             (``use_feature_normalization``, Yu et al., NeurIPS'22). Off by default: every
             committed board entry was trained without it (a stored config without the key
-            loads as trained); ``benchmarks/results/feature_norm.md`` measures it.
+            loads as trained); ``benchmarks/results/feature_norm.md`` measures it (mean JCT
+            1-9% lower, no paired 95% CI excluding no change).
     """
 
     feature_norm: bool = False
