@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -51,12 +52,6 @@ STATELESS = ("min_alloc", "least_loaded", "best_fit", "fifo", "sjf")
 SHARED_VIEW = re.compile(r"^(mappo|ippo|srole_central|srole_regional|tapfinger)_seed(\d+)\.pt$")
 
 
-def _decode(spec, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(target, level) of placements ``a`` (> 0)."""
-    x = a - 1
-    return (x // spec.num_levels) % spec.num_targets, x % spec.num_levels
-
-
 class Tally:
     """Running counts of one replay (a policy or a heuristic) against the references."""
 
@@ -70,8 +65,14 @@ class Tally:
         self.same_tgt = dict.fromkeys(refs, 0)
         self.both_placed = dict.fromkeys(refs, 0)
 
-    def add(self, spec, mask: np.ndarray, a: np.ndarray, ref: dict[str, np.ndarray]) -> None:
-        """Count one round: ``a`` the proposals, ``ref`` each reference rule's proposals."""
+    def add(
+        self, decode: Callable, mask: np.ndarray, a: np.ndarray, ref: dict[str, np.ndarray]
+    ) -> None:
+        """Count one round: ``a`` the proposals, ``ref`` each reference rule's proposals.
+
+        ``decode`` splits placements into (slot, target, level): the simulator's
+        (``sim.view().decode``).
+        """
         k = mask[:, 1:].sum(axis=1)
         fit = k > 0
         self.n += len(a)
@@ -84,8 +85,8 @@ class Tally:
             both = fit & (a > 0) & (r > 0)
             self.both_placed[name] += int(both.sum())
             if both.any():
-                ta, _ = _decode(spec, a[both])
-                tr, _ = _decode(spec, r[both])
+                ta = decode(a[both])[1]
+                tr = decode(r[both])[1]
                 self.same_tgt[name] += int((ta == tr).sum())
 
     def row(self) -> dict[str, float]:
@@ -109,6 +110,7 @@ def replay(path: Path, seeds: list[int]) -> tuple[dict[str, float], float]:
     sim = make_eval_sim(scenario, overrides)
     shield = make_shield(policy.shield, sim, **policy.shield_kwargs)
     refs = {name: make_baseline(name, policy.spec) for name in STATELESS}
+    decode = sim.view().decode
     tally = Tally(STATELESS)
     jct = []
     for seed in map(eval_workload_seed, seeds, [0] * len(seeds)):
@@ -128,7 +130,7 @@ def replay(path: Path, seeds: list[int]) -> tuple[dict[str, float], float]:
             else:
                 a, prefs = policy.act_with_preferences(obs, mask, state, graph=graph)
                 run = shield(a, prefs).actions
-            tally.add(policy.spec, mask, np.asarray(a), ref)
+            tally.add(decode, mask, np.asarray(a), ref)
             sim.step(run)
         jct.append(sim.episode_metrics()["jct_mean"])
     return tally.row(), float(np.mean(jct))
@@ -145,19 +147,19 @@ def heuristic_rows(
     for name in STATELESS:
         sim = make_eval_sim(board, overrides)
         spec = EnvSpec.of(sim)
-        me = make_baseline(name, spec)
-        others = {o: make_baseline(o, spec) for o in STATELESS}
+        decode = sim.view().decode
+        rules = {o: make_baseline(o, spec) for o in STATELESS}
         tally = Tally(STATELESS)
         jct = []
         for seed in map(eval_workload_seed, seeds, [0] * len(seeds)):
             sim.reset(seed)
-            for h in (me, *others.values()):
+            for h in rules.values():
                 h.reset(seed)
             while not (sim.terminated or sim.truncated):
                 obs, mask, state = sim.obs, sim.mask, sim.state()
-                ref = {o: h.act(obs, mask, state) for o, h in others.items()}
-                a = ref[name]
-                tally.add(spec, mask, a, ref)
+                ref = {o: h.act(obs, mask, state) for o, h in rules.items()}
+                a = ref[name]  # this rule drives; the others are asked in its states
+                tally.add(decode, mask, a, ref)
                 sim.step(a)
             jct.append(sim.episode_metrics()["jct_mean"])
         out[name] = {**tally.row(), "jct": float(np.mean(jct))}

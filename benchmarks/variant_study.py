@@ -14,7 +14,7 @@ Its records name the entry ``<algo>-<label>``. Each such entry is compared with 
 ``<algo>`` entry (same shield) from the committed records (``--results``): both trained by
 the leaderboard protocol (``+benchmark=<board>``: the default budget, the board's held-out
 seeds), so the comparison is the paired reduction of mean JCT over the evaluation seeds
-(``stats.relative_reduction``; each entry's score per seed is its mean over training seeds),
+(``studies.paired_reduction``; each entry's score per seed is its mean over training seeds),
 which the spread between workloads does not blur. The variant runs stay out of the boards.
 """
 
@@ -23,22 +23,19 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
 from _report import Report, cpu_name
 
-from edgesched.leaderboard import stats
 from edgesched.leaderboard.build import compute_rows
 from edgesched.leaderboard.records import group_tables, load_records
+from edgesched.leaderboard.studies import paired_reduction, reduction_text
 from edgesched.leaderboard.table import Row, entry_name
 
 
-def per_eval_seed(row: Row) -> np.ndarray:
-    """(S,) the entry's mean JCT on each evaluation seed (mean over its training seeds)."""
-    return np.asarray(row.seed_scores, np.float64).mean(axis=0)
-
-
 def pairs(rows: list[Row], variants: set[tuple[str, str]]) -> list[tuple[Row, Row]]:
-    """(board entry, variant) for every ``variants`` row whose base entry is on the board."""
+    """(board entry, variant) for every ``variants`` row whose base entry is on the board.
+
+    Only pairs evaluated on the same seeds and episodes count: the comparison is paired.
+    """
     by_key = {(r.algo, r.shield): r for r in rows}
     out = []
     for r in rows:
@@ -48,13 +45,6 @@ def pairs(rows: list[Row], variants: set[tuple[str, str]]) -> list[tuple[Row, Ro
         if base is not None and base.eval_seeds == r.eval_seeds and base.episodes == r.episodes:
             out.append((base, r))
     return out
-
-
-def change_text(e: stats.Estimate) -> str:
-    """``12.3% lower [5.0%, 19.0%]``, or ``... higher`` with the interval flipped to match."""
-    lo, hi = (e.low, e.high) if e.value >= 0 else (-e.high, -e.low)
-    word = "lower" if e.value >= 0 else "higher"
-    return f"{100 * abs(e.value):.1f}% {word} [{100 * lo:.1f}%, {100 * hi:.1f}%]"
 
 
 def main() -> None:
@@ -72,13 +62,12 @@ def main() -> None:
     for board, recs in tables.items():
         rows = compute_rows(recs)
         for base, var in pairs(rows, ours):
-            e = stats.relative_reduction(per_eval_seed(var), per_eval_seed(base))
             lines.append(
                 f"| {board} | {entry_name(base.algo, base.shield)} | {var.algo} | "
                 f"{len(var.train_seeds)} vs {len(base.train_seeds)} | "
                 f"{base.mean.value:.2f} [{base.mean.low:.2f}, {base.mean.high:.2f}] | "
                 f"{var.mean.value:.2f} [{var.mean.low:.2f}, {var.mean.high:.2f}] | "
-                f"{change_text(e)} | "
+                f"{reduction_text(paired_reduction(var, base))} | "
                 f"{base.metrics['collisions_executed']:.1f} / "
                 f"{var.metrics['collisions_executed']:.1f} |"
             )

@@ -9,6 +9,11 @@ a reason that names the fetch command.
 
 from __future__ import annotations
 
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+
 import pytest
 
 import edgesched
@@ -22,6 +27,19 @@ try:  # one intra-op thread per test worker: pytest -n 2 on 2 cores would oversu
     torch.set_num_threads(1)
 except ImportError:  # the env-only install has no torch
     pass
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def import_benchmark(name: str) -> ModuleType:
+    """Import ``benchmarks/<name>.py``: a folder of scripts, not a package (they import
+    their sibling ``_report`` at the top, so the folder is on the path while it loads)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
 
 DATA_DIR = find_data_dir()
 """The real-data folder in effect (``None``: none, e.g. ``EDGESCHED_DATA_DIR=none``)."""

@@ -6,25 +6,16 @@ target rule (``fifo`` and ``least_loaded``) agree on targets.
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from conftest import import_benchmark
 
 from edgesched.policy import EnvSpec
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.fixture(scope="module")
 def census():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("decision_census")
-    finally:
-        sys.path.remove(str(BENCH))
+    return import_benchmark("decision_census")
 
 
 def test_tally_counts_fits_choices_defers_and_agreement(census):
@@ -43,7 +34,7 @@ def test_tally_counts_fits_choices_defers_and_agreement(census):
     t = census.Tally(("r",))
     a = np.array([0, same_target, 0])  # agent 0 defers although three placements fit
     r = np.array([1, other_level, 0])
-    t.add(spec, mask, a, {"r": r})
+    t.add(sim.view().decode, mask, a, {"r": r})
     row = t.row()
     assert row["decisions"] == 3
     assert row["fits"] == pytest.approx(100 * 2 / 3)

@@ -7,22 +7,13 @@ plain gossip (the same training times).
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+from conftest import import_benchmark
 
 
 @pytest.fixture(scope="module")
 def study():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("edgegossip_study")
-    finally:
-        sys.path.remove(str(BENCH))
+    return import_benchmark("edgegossip_study")
 
 
 def test_balancing_bound_and_the_one_tier_control(study):

@@ -646,11 +646,11 @@ def test_tapfinger_study_reports_paired_reductions_and_targets():
 
 
 def test_reduction_text_flips_the_interval_of_an_increase():
-    from edgesched.leaderboard.studies import _reduction_text
+    from edgesched.leaderboard.studies import reduction_text
 
-    assert _reduction_text(stats.Estimate(0.321, 0.25, 0.383)) == "32.1% lower [25.0%, 38.3%]"
-    assert _reduction_text(stats.Estimate(-0.682, -0.775, -0.6)) == "68.2% higher [60.0%, 77.5%]"
-    assert _reduction_text(None).startswith("n/a")
+    assert reduction_text(stats.Estimate(0.321, 0.25, 0.383)) == "32.1% lower [25.0%, 38.3%]"
+    assert reduction_text(stats.Estimate(-0.682, -0.775, -0.6)) == "68.2% higher [60.0%, 77.5%]"
+    assert reduction_text(None).startswith("n/a")
 
 
 def test_committed_archives_are_generated(tmp_path):

@@ -1,26 +1,17 @@
-"""``benchmarks/variant_study.py``: which rows it pairs, and how it words a paired change."""
+"""``benchmarks/variant_study.py``: which rows it pairs (its wording: ``reduction_text``)."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
+from conftest import import_benchmark
 
 from edgesched.leaderboard import stats
 from edgesched.leaderboard.table import Row
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
 def study():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("variant_study")
-    finally:
-        sys.path.remove(str(BENCH))
+    return import_benchmark("variant_study")
 
 
 def _row(algo: str, shield: str = "none", learned: bool = True, seeds=(10000, 10001)) -> Row:
@@ -61,8 +52,3 @@ def test_pairs_only_the_study_variants_with_their_base_entry(study):
     assert got == [("srole", "central", "srole-fnorm"), ("mappo", "none", "mappo-fnorm")]
     # different evaluation seeds: not comparable pairwise
     assert study.pairs([_row("mappo"), _row("mappo-fnorm", seeds=(1, 2))], ours) == []
-
-
-def test_change_text_reads_a_negative_reduction_as_higher(study):
-    assert study.change_text(stats.Estimate(0.25, 0.1, 0.4)) == "25.0% lower [10.0%, 40.0%]"
-    assert study.change_text(stats.Estimate(-0.2, -0.3, -0.1)) == "20.0% higher [10.0%, 30.0%]"

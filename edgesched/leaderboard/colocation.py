@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .studies import _change, _pct, _reduction_text, _vs
+from .studies import _change, _pct, paired_reduction, reduction_text
 from .table import NA, Row, _ci, _f
 
 COLOCATION_SCENARIOS = ("edge50-highload", "edge50", "edge10", "edge100")
@@ -105,7 +105,7 @@ def render_colocation(
                 shielded = _find(rows, algo, COLOCATION_SHIELD)
                 if plain is None or shielded is None:
                     continue
-                effect = _reduction_text(_vs(shielded, plain))
+                effect = reduction_text(paired_reduction(shielded, plain))
                 crashes = plain.metrics.get("crashes", float("nan"))
                 shared = plain.metrics.get("shared_gpu_slots", float("nan"))
                 lines.append(

@@ -258,19 +258,19 @@ preemptive Optimus and Tiresias it used, their non-preemptive forms, random and 
 allocation."""
 
 
-def _per_eval_seed(row: Row) -> np.ndarray:
+def per_eval_seed(row: Row) -> np.ndarray:
     """(S,) the row's mean JCT on each evaluation seed (mean over training seeds)."""
     return np.asarray(row.seed_scores, np.float64).mean(axis=0)
 
 
-def _vs(a: Row, b: Row) -> stats.Estimate | None:
+def paired_reduction(a: Row, b: Row) -> stats.Estimate | None:
     """How much lower ``a``'s mean JCT is than ``b``'s, paired over evaluation seeds."""
     if a.eval_seeds != b.eval_seeds or a.episodes != b.episodes or not a.seed_scores:
         return None
-    return stats.relative_reduction(_per_eval_seed(a), _per_eval_seed(b))
+    return stats.relative_reduction(per_eval_seed(a), per_eval_seed(b))
 
 
-def _reduction_text(e: stats.Estimate | None) -> str:
+def reduction_text(e: stats.Estimate | None) -> str:
     """``32.1% lower [25.0%, 38.3%]``; a negative one as ``68.2% higher [60.0%, 77.5%]``."""
     if e is None:
         return "n/a (different evaluation seeds)"
@@ -348,7 +348,7 @@ def render_tapfinger(tables: dict[str, list[Row]]) -> str | None:
             if r is None:
                 continue
             label = name + (" (best heuristic)" if r is best else "")
-            vs = "—" if r is tf else _reduction_text(_vs(tf, r))
+            vs = "—" if r is tf else reduction_text(paired_reduction(tf, r))
             lines.append(
                 f"| {label} | {'learned' if r.learned else 'heuristic'} | {_n_seeds(r)} | "
                 f"{_ci(r.mean)} | {_ci(r.iqm)} | {vs} |"
@@ -362,7 +362,7 @@ def render_tapfinger(tables: dict[str, list[Row]]) -> str | None:
             group = heur
             what = "every heuristic"
         if group:
-            cmp = {r.algo: _vs(tf, r) for r in group}
+            cmp = {r.algo: paired_reduction(tf, r) for r in group}
             won = [a for a, e in cmp.items() if e is not None and e.low > 0]
             lost = [a for a in cmp if a not in won]
             top = max((e.value for e in cmp.values() if e is not None), default=float("nan"))
@@ -376,9 +376,9 @@ def render_tapfinger(tables: dict[str, list[Row]]) -> str | None:
         for name in TAPFINGER_ABLATIONS:
             r = by_algo.get(name)
             if r is not None:
-                e = _vs(tf, r)
+                e = paired_reduction(tf, r)
                 checks.append(
-                    f"- Ablation {name}: tapfinger's mean JCT is {_reduction_text(e)} than "
+                    f"- Ablation {name}: tapfinger's mean JCT is {reduction_text(e)} than "
                     "without "
                     + ("graph attention" if name.endswith("noattn") else "the pointer")
                     + (
@@ -402,7 +402,7 @@ def render_learned_vs_heuristics(tables: dict[str, list[Row]], scenarios: list[s
     The best entry of a kind is the one with the lowest mean JCT (any shield; ablation
     variants, whose names extend an algorithm's with ``-``, are not candidates). The target
     (edge boards) is the issue's: disjoint 95% CIs, the learned entry's below. The paired
-    reduction beside it resamples the evaluation seeds paired (:func:`_vs`), so the
+    reduction beside it resamples the evaluation seeds paired (:func:`paired_reduction`), so the
     workload-to-workload spread, which dominates a heuristic's own interval, cancels.
     """
     lines = [
@@ -437,7 +437,8 @@ def render_learned_vs_heuristics(tables: dict[str, list[Row]], scenarios: list[s
         lines.append(
             f"| {name} | {entry_name(lb.algo, lb.shield)} | {_ci(lb.mean)} | "
             f"{entry_name(hb.algo, hb.shield)} | {_ci(hb.mean)} | "
-            f"{'yes' if disjoint else 'no'} | {_reduction_text(_vs(lb, hb))} | {target} |"
+            f"{'yes' if disjoint else 'no'} | {reduction_text(paired_reduction(lb, hb))} | "
+            f"{target} |"
         )
     if not any_row:
         return []
