@@ -16,6 +16,8 @@ from .placement import has_duplicates
 
 RUNNING, DONE = 2, 3
 _STRAGGLER_BATCH = 1 << 14
+# memoized synchronization times kept before the memo is cleared (about 100 bytes each)
+_SYNC_CACHE_MAX = 1 << 18
 
 
 class ExecutionMixin:
@@ -51,13 +53,14 @@ class ExecutionMixin:
     def _set_sync_time(self, jobs: np.ndarray) -> None:
         """Per-iteration synchronization seconds of multi-worker ``jobs`` (their scheme's)."""
         # Sync time depends only on (scheme, model, worker nodes) on a static topology, and
-        # placements repeat, so a memo saves the vectorized call for one job. Nodes are
+        # placements repeat, so a memo saves the vectorized call. Nodes are
         # looked up in the copy's own cluster (local ids).
         cache = self._sync_cache
         n = self.agents_per_copy
         local = self.w_node[jobs]
         local = np.where(local >= 0, local % n, -1)
-        mb = self.progress_model.mb
+        missed: dict[tuple, tuple[int, int, list[int]]] = {}
+        late: list[tuple[int, tuple]] = []
         for j, sid, m, row in zip(
             jobs.tolist(),
             self.j_sync[jobs].tolist(),
@@ -68,17 +71,32 @@ class ExecutionMixin:
             key = (sid, m, *row)
             t = cache.get(key)
             if t is None:
-                nodes = np.array([row])
-                t = cache[key] = float(
-                    self._sync[sid].sync_time(
-                        nodes,
-                        nodes >= 0,
-                        mb[m : m + 1],
-                        self.cluster.pair_bw,
-                        self.cluster.pair_lat,
-                    )[0]
+                missed[key] = (sid, m, row)
+                late.append((j, key))
+            else:
+                self.sync_time[j] = t
+        if missed:
+            # one vectorized call per scheme for all new placements: a scheme's rows are
+            # independent, and a call costs about as much for one row as for many
+            mb = self.progress_model.mb
+            by_scheme: dict[int, list[tuple]] = {}
+            for key, (sid, _, _) in missed.items():
+                by_scheme.setdefault(sid, []).append(key)
+            for sid, keys in by_scheme.items():
+                nodes = np.array([missed[k][2] for k in keys])
+                times = self._sync[sid].sync_time(
+                    nodes,
+                    nodes >= 0,
+                    mb[[missed[k][1] for k in keys]],
+                    self.cluster.pair_bw,
+                    self.cluster.pair_lat,
                 )
-            self.sync_time[j] = t
+                for k, t in zip(keys, times.tolist(), strict=True):
+                    cache[k] = t
+            for j, key in late:
+                self.sync_time[j] = cache[key]
+            if len(cache) > _SYNC_CACHE_MAX:
+                cache.clear()  # bounds memory over long runs; entries are recomputed on demand
 
     def occupied_share(self) -> float | np.ndarray:
         """Allocated share of the cluster's CPUs and GPUs (mean of the two; overload capped).

@@ -108,7 +108,9 @@ class LayoutMixin:
         # allocation that never fits, so gathers need no validity masking. A zero need (e.g.
         # a CPU-only model's GPU) must never limit: a large finite inverse avoids 0 * inf.
         self._j_min_ext = np.full((nj + 1, 3), np.inf)
-        self._inv_need_ext = np.zeros((nj + 1, 3))
+        # scale-mode mask inputs: 1 / minimum CPU, 1 / minimum GPU, minimum memory
+        self._scale_need_ext = np.zeros((nj + 1, 3))
+        self._scale_need_ext[:, 2] = np.inf
         self._j_alloc_ok_ext = np.zeros((nj + 1, lv), dtype=bool)
         self._j_arrival_ext = np.full(nj + 1, np.inf)
         self._key_span = self.num_priorities * (nj + 1)
@@ -139,8 +141,9 @@ class LayoutMixin:
         self.j_static[js] = static_job_features(self, wl)
         self._j_min_ext[blk] = np.inf
         self._j_min_ext[js] = wl.min
-        self._inv_need_ext[blk] = 0.0
-        self._inv_need_ext[js] = 1.0 / np.maximum(wl.min, 1e-12)
+        self._scale_need_ext[blk] = (0.0, 0.0, np.inf)
+        self._scale_need_ext[js, :2] = 1.0 / np.maximum(wl.min[:, :2], 1e-12)
+        self._scale_need_ext[js, 2] = wl.min[:, 2]
         self._j_alloc_ok_ext[blk] = False
         self._j_alloc_ok_ext[js] = wl.alloc_ok
         self._j_arrival_ext[blk] = np.inf
@@ -163,7 +166,7 @@ class LayoutMixin:
         }
         ext = {
             name: getattr(self, name)
-            for name in ("placed", "j_static", "_j_min_ext", "_inv_need_ext")
+            for name in ("placed", "j_static", "_j_min_ext", "_scale_need_ext")
         }
         ext.update(_j_alloc_ok_ext=self._j_alloc_ok_ext, _j_arrival_ext=self._j_arrival_ext)
         running, q_job, q_agent = self.running, self.q_job, self.q_ck // self._key_span
