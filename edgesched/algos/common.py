@@ -7,6 +7,7 @@ in their own files.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -225,6 +226,22 @@ MASKED_LOGIT = -1e9
 def masked_logits(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Set infeasible actions' logits to a huge negative number (probability exactly 0)."""
     return logits.masked_fill(~mask, MASKED_LOGIT)
+
+
+def probs_of(logp: torch.Tensor) -> torch.Tensor:
+    """``logp.exp()``, bit for bit in value and gradient, without exponentiating masked entries.
+
+    A float32 ``exp`` whose result underflows (masked actions' log-probabilities are about
+    ``MASKED_LOGIT``) takes a slow path in the vectorized math library: measured 10-15x the
+    cost of an ordinary ``exp`` on this machine, and masked entries are most of an edge
+    scenario's action space, so the plain ``exp`` was about a tenth of a MAPPO update.
+    Entries below the underflow point (where ``exp`` is exactly 0) are set to 0 instead; the
+    others are the same ``exp`` of the same values. Their gradient is 0 either way.
+    """
+    fi = torch.finfo(logp.dtype)
+    # log of the smallest subnormal, with a margin: exp of anything below rounds to 0
+    keep = logp > math.log(fi.smallest_normal * fi.eps) - 1.0
+    return torch.where(keep, logp, 0.0).exp() * keep
 
 
 class TrainingDivergedError(RuntimeError):

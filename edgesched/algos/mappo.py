@@ -49,6 +49,7 @@ from .common import (
     masked_logits,
     mlp,
     ppo_step,
+    probs_of,
 )
 
 __all__ = ["Critic", "PPOTrainer", "TrainingDivergedError"]
@@ -160,11 +161,11 @@ class PPOTrainer:
         if greedy:
             a = logits.argmax(dim=-1)
         else:
-            a = torch.multinomial(logp_all.exp(), 1, generator=self.gen).squeeze(-1)
+            a = torch.multinomial(probs_of(logp_all), 1, generator=self.gen).squeeze(-1)
         logp = logp_all.gather(-1, a[:, None]).squeeze(-1)
         out = (a.numpy().reshape(shape), logp.numpy().reshape(shape))
         if with_probs:
-            out += (logp_all.exp().numpy().reshape(*shape, -1),)
+            out += (probs_of(logp_all).numpy().reshape(*shape, -1),)
         return out
 
     @torch.no_grad()
@@ -361,7 +362,7 @@ class PPOTrainer:
                 logits = masked_logits(self.actor(obs[idx]), mask[idx])
                 logp_all = torch.log_softmax(logits, dim=-1)
                 logp = logp_all.gather(-1, actions[idx, :, None]).squeeze(-1)
-                probs = logp_all.exp()
+                probs = probs_of(logp_all)
                 entropy = -(probs * logp_all.clamp_min(-1e4)).sum(-1).mean()
                 pg, ratio = clipped_surrogate(logp, old_logp[idx], adv[idx], clip)
                 v = self.critic(obs[idx], state[idx])

@@ -76,6 +76,7 @@ from .common import (
     masked_logits,
     mlp,
     ppo_step,
+    probs_of,
 )
 from .graph import HeteroBackbone, PaddedGraphs, pad_graphs, visible_pending
 
@@ -327,7 +328,7 @@ class TapFingerTrainer:
         if greedy:
             return logp.argmax(-1)
         g, n, c = logp.shape
-        return torch.multinomial(logp.exp().reshape(-1, c), 1, generator=self.gen).reshape(g, n)
+        return torch.multinomial(probs_of(logp).reshape(-1, c), 1, generator=self.gen).reshape(g, n)
 
     @torch.no_grad()
     def propose(
@@ -368,7 +369,7 @@ class TapFingerTrainer:
             ok = task >= 0
             fit[ok] = resource_fit(graph, target[ok], task[ok])
             keep[i], conflicts[i] = resolve_conflicts(
-                task, lp_ptr[i].exp().numpy(), fit, None if greedy else self.rng
+                task, probs_of(lp_ptr[i]).numpy(), fit, None if greedy else self.rng
             )
         actions = np.where(keep, 1 + (choice_np - 1) * self.spec.num_targets * l1 + aidx_np, 0)
         logp = two_phase_logp(ptr, a_all, choice, aidx, torch.from_numpy(keep).float())
@@ -380,8 +381,8 @@ class TapFingerTrainer:
             "logp": logp.numpy(),
             "value": v.numpy(),
             "conflicts": conflicts,
-            "ptr": ptr.exp().numpy(),
-            "alloc_probs": alloc.exp().numpy(),
+            "ptr": probs_of(ptr).numpy(),
+            "alloc_probs": probs_of(alloc).numpy(),
         }
 
     def act(
@@ -522,8 +523,8 @@ class TapFingerTrainer:
                 c = choice[idx]
                 ptr, chosen, v = self._dist(graphs.select(idx), mask[idx], c)
                 logp = two_phase_logp(ptr, chosen, c, alloc[idx], keep[idx])
-                ent_ptr = -(ptr.exp() * ptr.clamp_min(-1e4)).sum(-1)
-                ent_alloc = -(chosen.exp() * chosen.clamp_min(-1e4)).sum(-1)
+                ent_ptr = -(probs_of(ptr) * ptr.clamp_min(-1e4)).sum(-1)
+                ent_alloc = -(probs_of(chosen) * chosen.clamp_min(-1e4)).sum(-1)
                 entropy = (ent_ptr + keep[idx] * ent_alloc).mean()
                 pg, ratio = clipped_surrogate(logp, old_logp[idx], adv[idx], clip)
                 vloss = 0.5 * ((v - ret_t[idx]) ** 2).mean()

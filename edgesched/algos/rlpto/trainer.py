@@ -71,6 +71,7 @@ from ..common import (
     masked_logits,
     mlp,
     ppo_step,
+    probs_of,
 )
 from .forecast import VolumeForecaster
 from .job_credit import finished, job_rewards, job_shares, sequence_gae
@@ -345,7 +346,7 @@ class RLPTOTrainer:
             if greedy:
                 a = lp.argmax(-1)
             else:
-                a = torch.multinomial(lp.exp(), 1, generator=self.gen).squeeze(-1)
+                a = torch.multinomial(probs_of(lp), 1, generator=self.gen).squeeze(-1)
         a_np = a.numpy()
         if learn.any():
             delta = a_np[learn] - 1  # SHRINK/KEEP/GROW -> -1/0/+1
@@ -629,7 +630,7 @@ class RLPTOTrainer:
                     )
                     lp = lp_all.gather(-1, acts[rows][:, None]).squeeze(-1)
                     pg, ratio = clipped_surrogate(lp, old[rows], adv_all[rows], float(cfg.clip))
-                    entropy = -(lp_all.exp() * lp_all.clamp_min(-1e4)).sum(-1).mean()
+                    entropy = -(probs_of(lp_all) * lp_all.clamp_min(-1e4)).sum(-1).mean()
                 else:  # no decision among these rows: only the critic learns
                     ratio = torch.ones(1)
                     pg = entropy = torch.zeros(())
@@ -687,7 +688,7 @@ class RLPTOTrainer:
                     lp = lp_all.gather(-1, acts[rows][:, None]).squeeze(-1)
                     a = adv_all[torch.from_numpy(group)[rows]]
                     pg, ratio = clipped_surrogate(lp, old[rows], a, clip)
-                    entropy = -(lp_all.exp() * lp_all.clamp_min(-1e4)).sum(-1).mean()
+                    entropy = -(probs_of(lp_all) * lp_all.clamp_min(-1e4)).sum(-1).mean()
                 else:  # no running job in these slots: only the critic learns
                     ratio = torch.ones(1)
                     pg = entropy = torch.zeros(())
