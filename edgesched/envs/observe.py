@@ -230,7 +230,7 @@ class ObservationMixin:
             )  # (3, P, N): 1 / min cpu, 1 / min gpu, min memory; the sentinel never fits
             ratio = ft[0] * need[0][:, None]  # (P, K1, N)
             np.minimum(ratio, ft[1] * need[1][:, None], out=ratio)
-            np.copyto(ratio, -1.0, where=need[2][:, None] > ft[2])
+            ratio = np.where(need[2][:, None] > ft[2], -1.0, ratio)  # memory must fit
             ratio = np.ascontiguousarray(ratio.transpose(2, 0, 1))  # (N, P, K1)
             for lv, s_eps in enumerate(self._scales_eps.tolist()):
                 np.less_equal(s_eps, ratio, out=out[..., lv])
