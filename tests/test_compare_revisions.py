@@ -1,0 +1,26 @@
+"""``benchmarks/compare_revisions.py``: each path measures the given tree's benchmark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import import_benchmark
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def cr():
+    return import_benchmark("compare_revisions")
+
+
+@pytest.mark.parametrize(("path", "copies"), [("array", 0), ("dict", 0), ("batched", 4)])
+def test_measure_runs_the_trees_benchmark(cr, path, copies):
+    rate = cr.measure(ROOT, path, "edge10", seconds=0.2, windows=1, copies=copies)
+    assert rate > 0
+
+
+def test_measure_rejects_an_unknown_path(cr):
+    with pytest.raises(ValueError, match="path='vector' is not allowed"):
+        cr.measure(ROOT, "vector", "edge10", seconds=0.2, windows=1)
