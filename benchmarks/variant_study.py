@@ -16,6 +16,12 @@ the leaderboard protocol (``+benchmark=<board>``: the default budget, the board'
 seeds), so the comparison is the paired reduction of mean JCT over the evaluation seeds
 (``studies.paired_reduction``; each entry's score per seed is its mean over training seeds),
 which the spread between workloads does not blur. The variant runs stay out of the boards.
+
+A variant may also be a longer budget (``experiment.total_env_steps=300000
+algo.variant=b300k``). Where both entries recorded learning curves (``+benchmark=<board>``
+does), a second table gives each one's budget (its curve's last step) and the change of its
+held-out JCT over the second half of that budget, with the leaderboard's verdict
+(``curves.Curve.verdict``): the evidence a board's benchmark budget is chosen from.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import time
 from _report import Report, cpu_name
 
 from edgesched.leaderboard.build import compute_rows
+from edgesched.leaderboard.curves import Curve
 from edgesched.leaderboard.records import group_tables, load_records
 from edgesched.leaderboard.studies import paired_reduction, reduction_text
 from edgesched.leaderboard.table import Row, entry_name
@@ -47,6 +54,15 @@ def pairs(rows: list[Row], variants: set[tuple[str, str]]) -> list[tuple[Row, Ro
     return out
 
 
+def curve_cell(curve: Curve | None) -> str:
+    """``150,000: -10.5% [-18.9%, -0.9%] still improving`` (budget, trend, verdict)."""
+    if curve is None:
+        return "no curve"
+    t = curve.trend
+    trend = "n/a" if t is None else f"{t.value:+.1%} [{t.low:+.1%}, {t.high:+.1%}]"
+    return f"{curve.points[-1][0]:,}: {trend} {curve.verdict}"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", nargs="+", required=True, help="variant run or sweep directories")
@@ -58,10 +74,15 @@ def main() -> None:
     t0 = time.perf_counter()
     tables = group_tables(load_records(args.results, args.runs))
     ours = {(r.data["algo"], r.data["shield"]) for r in load_records([], args.runs)}
-    lines = []
+    lines, curve_lines = [], []
     for board, recs in tables.items():
         rows = compute_rows(recs)
         for base, var in pairs(rows, ours):
+            if base.curve is not None or var.curve is not None:
+                curve_lines.append(
+                    f"| {board} | {entry_name(base.algo, base.shield)} | {var.algo} | "
+                    f"{curve_cell(base.curve)} | {curve_cell(var.curve)} |"
+                )
             lines.append(
                 f"| {board} | {entry_name(base.algo, base.shield)} | {var.algo} | "
                 f"{len(var.train_seeds)} vs {len(base.train_seeds)} | "
@@ -89,6 +110,21 @@ def main() -> None:
     for line in lines:
         rep.print(line)
     rep.print()
+    if curve_lines:
+        rep.print(
+            "Learning curves: each entry's budget (env steps of its last point) and the change "
+            "of its held-out JCT over the second half of that budget (least-squares line per "
+            "run and curve seed, relative to the window's mean; mean over training seeds, 95% "
+            "stratified bootstrap CI), with the leaderboards' verdict."
+        )
+        rep.print()
+        rep.print(
+            "| board | board entry | variant | board: budget, trend | variant: budget, trend |"
+        )
+        rep.print("|---|---|---|---|---|")
+        for line in curve_lines:
+            rep.print(line)
+        rep.print()
     rep.print(f"{time.perf_counter() - t0:.0f} s.")
     rep.save()
 

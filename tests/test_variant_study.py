@@ -52,3 +52,16 @@ def test_pairs_only_the_study_variants_with_their_base_entry(study):
     assert got == [("srole", "central", "srole-fnorm"), ("mappo", "none", "mappo-fnorm")]
     # different evaluation seeds: not comparable pairwise
     assert study.pairs([_row("mappo"), _row("mappo-fnorm", seeds=(1, 2))], ours) == []
+
+
+def test_curve_cell_names_budget_trend_and_verdict(study):
+    from edgesched.leaderboard.curves import Curve
+
+    e = stats.Estimate(1.0, 0.5, 1.5)
+    down = stats.Estimate(-0.1, -0.2, -0.05)
+    falling = Curve(30, (1, 2, 3), ((15_360, e), (299_520, e)), 3, down)
+    assert study.curve_cell(falling) == "299,520: -10.0% [-20.0%, -5.0%] still improving"
+    flat = Curve(30, (1, 2, 3), ((149_504, e),), 3, stats.Estimate(0.01, -0.05, 0.07))
+    assert study.curve_cell(flat) == "149,504: +1.0% [-5.0%, +7.0%] flat"
+    assert study.curve_cell(Curve(30, (1,), ((100, e),), 3, None)) == "100: n/a n/a"
+    assert study.curve_cell(None) == "no curve"
