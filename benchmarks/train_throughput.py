@@ -11,6 +11,10 @@ Usage::
     python benchmarks/train_throughput.py --algo ippo --env edge10 --updates 10
     python benchmarks/train_throughput.py --algo tapfinger --env tapfinger-hetero6 --updates 30
     python benchmarks/train_throughput.py --updates 30 --out benchmarks/results  # + .md file
+    python benchmarks/train_throughput.py --threads 2   # torch threads (default: the runs' 1)
+
+Training runs use one torch thread (``experiment.threads``), so that two runs share a
+2-core machine; ``--threads`` measures what a lone run gains from more.
 """
 
 from __future__ import annotations
@@ -38,9 +42,13 @@ def main() -> None:
     parser.add_argument("--algo", default="mappo")
     parser.add_argument("--env", default="edge50")
     parser.add_argument("--updates", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--out", default="", help="directory for train_throughput_<algo>_<env>.md")
     args = parser.parse_args()
-    report = Report(f"train_throughput_{args.algo}_{args.env}", args.out)
+    if args.threads < 1:
+        parser.error(f"--threads={args.threads} is not allowed; use 1 or more")
+    suffix = f"_threads{args.threads}" if args.threads != 1 else ""
+    report = Report(f"train_throughput_{args.algo}_{args.env}{suffix}", args.out)
     cfg = OmegaConf.structured(
         TrainConfig(algo=AlgoConfig(name=args.algo), env=EnvConfig(name=args.env))
     )
@@ -59,6 +67,7 @@ def main() -> None:
     # times the training loop only (overriding max_slots would shorten training episodes
     # too and time workload generation instead of learning)
     cfg.experiment.eval_seeds = [10_000]
+    cfg.experiment.threads = args.threads
     with tempfile.TemporaryDirectory() as tmp:
         cfg.run_dir = str(Path(tmp) / "run")
         t0 = time.perf_counter()
@@ -70,7 +79,8 @@ def main() -> None:
     agents = rows[-1]["agent_decisions"] // steps
     report.print(
         f"edgesched {edgesched.__version__}, python {platform.python_version()}, "
-        f"{args.algo} on {args.env}, {args.updates} updates of {per_update} env steps"
+        f"{args.algo} on {args.env}, {args.updates} updates of {per_update} env steps, "
+        f"{args.threads} torch thread(s)"
     )
     report.print(f"env-steps/s (collect + learn): {steps / wall:,.0f}")
     report.print(f"agent-decisions/s:             {steps * agents / wall:,.0f}")

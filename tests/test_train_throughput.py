@@ -1,0 +1,41 @@
+"""``benchmarks/train_throughput.py``: one short run through the real runner, its report."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import import_benchmark
+
+
+@pytest.fixture(scope="module")
+def tt():
+    return import_benchmark("train_throughput")
+
+
+def test_reports_rates_and_the_threads_used(tt, monkeypatch, capsys, tmp_path):
+    import torch
+
+    threads = torch.get_num_threads()  # the runner sets torch's global thread count
+    monkeypatch.setattr(sys, "argv", ["x"])
+    try:
+        _run(tt, monkeypatch, capsys, tmp_path)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(tt, monkeypatch, capsys, tmp_path):
+    argv = ["train_throughput.py", "--env", "edge10", "--updates", "1", "--threads", "2"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path)])
+    tt.main()
+    out = capsys.readouterr().out
+    assert "mappo on edge10, 1 updates of" in out and "2 torch thread(s)" in out
+    assert "agent-decisions/s:" in out
+    assert (tmp_path / "train_throughput_mappo_edge10_threads2.md").is_file()
+
+
+def test_rejects_zero_threads(tt, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["train_throughput.py", "--threads", "0"])
+    with pytest.raises(SystemExit):
+        tt.main()
+    assert "--threads=0 is not allowed" in capsys.readouterr().err
