@@ -14,6 +14,8 @@ Usage::
     python benchmarks/env_throughput.py                 # edge10/50/100/500, tapfinger-hetero6
     python benchmarks/env_throughput.py --scenarios edge50 --seconds 5 --windows 5
     python benchmarks/env_throughput.py --scenarios tapfinger-hetero6 --copies 64
+    python benchmarks/env_throughput.py --scenarios edge50 --extra-copies 64 128
+        # the batched path at more copy counts, each against the same run's one copy
     python benchmarks/env_throughput.py --out benchmarks/results   # also env_throughput.md
     python benchmarks/env_throughput.py --scenarios edge50 --collision-modes timeshare measured
         # each scenario under each mode, relative to the first (env_throughput_modes.md)
@@ -158,6 +160,15 @@ def main() -> None:
         "--copies", type=int, default=0, help="copies on the batched path (0: default_copies)"
     )
     parser.add_argument(
+        "--extra-copies",
+        nargs="+",
+        type=int,
+        default=[],
+        metavar="B",
+        help="also measure the batched path at these copy counts (one line each, with its "
+        "ratio to one copy in the same run)",
+    )
+    parser.add_argument(
         "--collision-modes",
         nargs="+",
         default=[],
@@ -167,6 +178,9 @@ def main() -> None:
     )
     parser.add_argument("--out", default="", help="directory for env_throughput.md")
     args = parser.parse_args()
+    bad = [b for b in args.extra_copies if b < 1]
+    if bad:
+        parser.error(f"--extra-copies={bad[0]} is not allowed; use 1 or more copies")
     # a comparison of collision modes is its own results file (the README's main table
     # stays one run over the registered scenarios)
     report = Report("env_throughput_modes" if args.collision_modes else "env_throughput", args.out)
@@ -211,6 +225,12 @@ def main() -> None:
                 )
             if copies and b_dps:
                 report.print(f"  {label}: batched / one copy (array) {b_dps / a_dps:.2f}x")
+            for extra in args.extra_copies:
+                e_dps = bench_batched(name, args.seconds, args.windows, extra, **over)[1]
+                report.print(
+                    f"  {label}: batched at {extra} copies {e_dps:,.0f} dec/s, "
+                    f"{e_dps / a_dps:.2f}x one copy (array)"
+                )
     report.save()
 
 
