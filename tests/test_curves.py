@@ -179,7 +179,8 @@ def test_boards_and_coverage_report_whether_curves_flattened(tmp_path):
     cov = (tmp_path / "out" / "coverage.md").read_text()
     row = next(x for x in cov.splitlines() if x.startswith("| edge10 |"))
     assert (
-        row == "| edge10 | ippo, mappo | ippo, mappo | - | not determined: longer curves needed |"
+        row
+        == "| edge10 | ippo, mappo | ippo, mappo | - | - | not determined: longer curves needed |"
     )
     # flat curves: the default budget is the benchmark budget
     for r in rows:
@@ -188,7 +189,7 @@ def test_boards_and_coverage_report_whether_curves_flattened(tmp_path):
     build([_write(tmp_path / "f.jsonl", rows)], [], tmp_path / "flat", plots=False)
     cov = (tmp_path / "flat" / "coverage.md").read_text()
     row = next(x for x in cov.splitlines() if x.startswith("| edge10 |"))
-    assert row.endswith("| none | - | 150,000 (the default: the curves are flat) |")
+    assert row.endswith("| none | - | - | 150,000 (the default: the curves are flat) |")
     # an entry without a curve leaves the budget open
     for r in rows:
         if r["algo"] == "ippo":
@@ -197,6 +198,51 @@ def test_boards_and_coverage_report_whether_curves_flattened(tmp_path):
     cov = (tmp_path / "gap" / "coverage.md").read_text()
     row = next(x for x in cov.splitlines() if x.startswith("| edge10 |"))
     assert row == (
-        "| edge10 | mappo | none | ippo | not determined: the default if the entries without "
-        "a curve are flat too |"
+        "| edge10 | mappo | none | - | ippo | not determined: the default if the entries "
+        "without a curve are flat too |"
     )
+
+
+def test_a_longer_budget_that_gains_nothing_settles_the_default(tmp_path):
+    from test_leaderboard import _fixture_rows, _write
+
+    from edgesched.leaderboard.build import build
+
+    rows = _with_curves(_fixture_rows(), updates=range(2, 13, 2))  # mappo, ippo improving
+    board = _write(tmp_path / "c.jsonl", rows)
+
+    def study(algo: str, jct_scale: float) -> list[dict]:
+        """``algo`` trained twice as long: the same curve shape over twice the steps, its
+        held-out JCTs scaled by ``jct_scale``."""
+        out = []
+        for r in rows:
+            if r["algo"] != algo:
+                continue
+            r = json.loads(json.dumps(r))
+            r["algo"] = f"{algo}-b2x"
+            for p in r["curve"]["points"]:
+                p["env_steps"] *= 2
+            for e in r["per_episode"]:
+                e["jct_mean"] *= jct_scale
+            out.append(r)
+        return out
+
+    def tier(name: str, study_rows: list[dict]) -> str:
+        folder = tmp_path / name / "studies" / "budget"
+        folder.mkdir(parents=True)
+        _write(folder / "edge10.jsonl", study_rows)
+        build([board], [], tmp_path / name, plots=False)
+        cov = (tmp_path / name / "coverage.md").read_text()
+        return next(x for x in cov.splitlines() if x.startswith("| edge10 |"))
+
+    # both improving entries trained longer without a lower JCT: the default stands
+    row = tier("same", study("mappo", 1.0) + study("ippo", 1.0))
+    assert "mappo: 768 steps, 3 seeds, 0.0% lower [0.0%, 0.0%]" in row
+    assert row.endswith("| 150,000 (the default: a longer budget gains nothing) |")
+    # one of them gains from it: not determined
+    row = tier("gain", study("mappo", 0.5) + study("ippo", 1.0))
+    assert "mappo: 768 steps, 3 seeds, 50.0% lower" in row
+    assert row.endswith("| not determined: mappo gains from a longer budget |")
+    # one of them was not trained longer: still open
+    row = tier("half", study("mappo", 1.0))
+    assert "ippo:" not in row and row.endswith("| not determined: longer curves needed |")

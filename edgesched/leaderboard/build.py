@@ -486,7 +486,9 @@ def build(
         superseded: build the archive of an earlier scenario version (each page says so);
             by default every record must be of its scenario's registered version.
         studies: folder of the study-only records (default ``<out>/studies``); its
-            ``colocation/`` records (``collision_mode=timeshare``) feed ``colocation.md``.
+            ``colocation/`` records (``collision_mode=timeshare``) feed ``colocation.md``,
+            its ``budget/`` records (entries trained past the default budget) the budget
+            tiers of ``coverage.md``.
         root: the directory that the records' ``policy`` paths are relative to (the
             repository); ``coverage.md`` reads each learned entry's stored settings there
             (:mod:`edgesched.leaderboard.provenance`).
@@ -519,7 +521,10 @@ def build(
             if png is not None:
                 atomic_write_bytes(out / f"{name}_curves.png", png)
                 written.append(out / f"{name}_curves.png")
-    atomic_write_text(out / "coverage.md", render_coverage(tables, departures(records, root)))
+    longer = {} if superseded else _budget_study(Path(studies) if studies else out / "studies")
+    atomic_write_text(
+        out / "coverage.md", render_coverage(tables, departures(records, root), longer)
+    )
     written.append(out / "coverage.md")
     from .studies import render_rlpto, render_srole, render_tapfinger
 
@@ -538,6 +543,21 @@ def build(
     if not superseded:
         written += _build_colocation(tables, out, Path(studies) if studies else out / "studies")
     return written
+
+
+BUDGET_STUDY_DIR = "budget"
+"""Sub-folder of the study records holding learned entries trained past the default budget
+(``algo.variant=b<steps>``); ``coverage.md``'s budget tiers read it."""
+
+
+def _budget_study(studies: Path) -> dict[str, list[Row]]:
+    """Per board, the rows of the budget study's records (none: an empty dict)."""
+    folder = studies / BUDGET_STUDY_DIR
+    files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    if not files:
+        return {}
+    tables = group_tables(load_records(files, []))
+    return {name: compute_rows(recs) for name, recs in tables.items()}
 
 
 def _build_colocation(tables: dict[str, list[Row]], out: Path, studies: Path) -> list[Path]:
@@ -570,11 +590,16 @@ PROTOCOL_EVAL_SEEDS = 10
 PROTOCOL_TRAIN_SEEDS = 3
 
 
-def render_coverage(tables: dict[str, list[Row]], found: list[Departure] | None = None) -> str:
+def render_coverage(
+    tables: dict[str, list[Row]],
+    found: list[Departure] | None = None,
+    longer: dict[str, list[Row]] | None = None,
+) -> str:
     """Which entries each leaderboard has, and what the protocol still lacks.
 
     ``found`` (:func:`edgesched.leaderboard.provenance.departures`) adds the section of learned
-    entries trained with other than today's defaults; ``None`` leaves it out.
+    entries trained with other than today's defaults; ``None`` leaves it out. ``longer`` (per
+    board, the budget study's rows) feeds the budget tiers (:func:`render_budget_tiers`).
 
     Rows: every registered baseline, every (algorithm, shield) pair with records (variants
     such as ablations included), and registered learned algorithms without any record;
@@ -642,7 +667,9 @@ def render_coverage(tables: dict[str, list[Row]], found: list[Departure] | None 
     from edgesched.experiment.schema import ExperimentConfig
 
     lines += render_budget_tiers(
-        {name: tables[name] for name in scen if name in tables}, ExperimentConfig().total_env_steps
+        {name: tables[name] for name in scen if name in tables},
+        ExperimentConfig().total_env_steps,
+        longer,
     )
     from .studies import render_learned_vs_heuristics
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from . import stats
 from .records import Record
+from .studies import paired_reduction, reduction_text
 from .table import NA, Row, _ci, entry_name, png_bytes
 
 TREND_FROM = 0.5
@@ -173,15 +174,46 @@ def render_curves_md(rows: list[Row]) -> list[str]:
     return lines
 
 
-def render_budget_tiers(tables: dict[str, list[Row]], default_steps: int) -> list[str]:
-    """``coverage.md``'s budget section: is the default budget each board's benchmark budget?
+def longer_budget(entry: Row, longer: list[Row]) -> tuple[Row, stats.Estimate | None] | None:
+    """The longest-budget variant of ``entry`` among ``longer`` and its paired reduction.
 
-    It is where the learned entries' curves have flattened by its end.
+    A variant is a row of the budget study (``leaderboards/studies/budget/``) whose algorithm
+    is ``<entry's algorithm>-<label>`` with the same shield and whose curve ends past the
+    entry's. The reduction is how much lower the variant's mean JCT is than the entry's,
+    paired over the evaluation seeds (``None`` when their seeds differ); ``None`` overall
+    when no variant exists.
+    """
+    if entry.curve is None:
+        return None
+    budget = entry.curve.points[-1][0]
+    found = [
+        r
+        for r in longer
+        if r.learned
+        and r.shield == entry.shield
+        and r.algo.rsplit("-", 1)[0] == entry.algo
+        and r.curve is not None
+        and r.curve.points[-1][0] > budget
+    ]
+    if not found:
+        return None
+    best = max(found, key=lambda r: r.curve.points[-1][0])
+    return best, paired_reduction(best, entry)
+
+
+def render_budget_tiers(
+    tables: dict[str, list[Row]], default_steps: int, longer: dict[str, list[Row]] | None = None
+) -> list[str]:
+    """``coverage.md``'s budget-tier table: per board, is the default budget enough?
 
     Args:
         tables: every board's rows (``build``'s tables).
         default_steps: the default ``experiment.total_env_steps``.
+        longer: per board, the budget study's rows (entries trained past the default,
+            :func:`longer_budget`); an entry still improving at the default whose longer
+            run is not lower with a paired 95% CI gains nothing from the longer budget.
     """
+    longer = longer or {}
     lines = [
         "## Budget tiers",
         "",
@@ -189,14 +221,17 @@ def render_budget_tiers(tables: dict[str, list[Row]], default_steps: int) -> lis
         "README's first command). A board's *benchmark* budget is chosen from its learned "
         "entries' sample-efficiency curves: where no entry with a curve is still improving "
         "at the end of the default budget (each board's *Has each curve flattened?* table), "
-        "the default is that board's benchmark budget; where some entry is, the benchmark "
-        "budget is not determined until curves past the default exist. A board with an "
-        "entry without a curve stays undetermined too: that entry may be the one still "
-        "improving.",
+        "the default is that board's benchmark budget. An entry still improving there is "
+        "trained longer (the budget study, `leaderboards/studies/budget/`, same protocol "
+        "and held-out seeds): if its longer runs' mean JCT is not lower than its board "
+        "entry's with a paired 95% CI excluding zero, the extra budget gains nothing and "
+        "the default stands for it; if it is lower, or no longer run exists, the benchmark "
+        "budget is not determined. A board with an entry without a curve stays undetermined "
+        "too: that entry may be the one still improving.",
         "",
-        "| board | entries with a curve | still improving at their last step | without a curve "
-        "| benchmark budget |",
-        "|---|---|---|---|---|",
+        "| board | entries with a curve | still improving at their last step | longer budget "
+        "(vs the board entry, paired) | without a curve | benchmark budget |",
+        "|---|---|---|---|---|---|",
     ]
     for name, rows in tables.items():
         learned = [r for r in rows if r.learned]
@@ -204,28 +239,46 @@ def render_budget_tiers(tables: dict[str, list[Row]], default_steps: int) -> lis
             continue
         curved = [r for r in learned if r.curve is not None]
         with_curve = sorted(entry_name(r.algo, r.shield) for r in curved)
-        improving = [
-            entry_name(r.algo, r.shield) for r in curved if r.curve.verdict == "still improving"
-        ]
+        improving = sorted(
+            (r for r in curved if r.curve.verdict == "still improving"),
+            key=lambda r: entry_name(r.algo, r.shield),
+        )
         without = [entry_name(r.algo, r.shield) for r in learned if r.curve is None]
+        studied, gains, untested = [], [], []
+        for r in improving:
+            found = longer_budget(r, longer.get(name, []))
+            if found is None:
+                untested.append(entry_name(r.algo, r.shield))
+                continue
+            var, red = found
+            studied.append(
+                f"{entry_name(r.algo, r.shield)}: {var.curve.points[-1][0]:,} steps, "
+                f"{len(var.train_seeds)} seeds, {reduction_text(red)}"
+            )
+            if red is None or red.low > 0:
+                gains.append(entry_name(r.algo, r.shield))
         if not curved:
             budget = "not determined: no curve on this board"
-        elif improving:
+        elif untested:
             budget = "not determined: longer curves needed"
+        elif gains:
+            verb = "gains" if len(gains) == 1 else "gain"
+            budget = f"not determined: {', '.join(gains)} {verb} from a longer budget"
         elif without:
             # an entry without a curve may be the one still improving (tapfinger's own board)
             budget = "not determined: the default if the entries without a curve are flat too"
         else:
             last = max(r.curve.points[-1][0] for r in curved)
-            budget = (
-                f"{default_steps:,} (the default: the curves are flat)"
-                if last <= default_steps
-                else "not determined: the curves ran past the default"
-            )
+            if last > default_steps:
+                budget = "not determined: the curves ran past the default"
+            elif improving:
+                budget = f"{default_steps:,} (the default: a longer budget gains nothing)"
+            else:
+                budget = f"{default_steps:,} (the default: the curves are flat)"
         lines.append(
             f"| {name} | {', '.join(with_curve) or '-'} | "
-            f"{', '.join(sorted(improving)) or 'none'} | {', '.join(sorted(without)) or '-'} "
-            f"| {budget} |"
+            f"{', '.join(entry_name(r.algo, r.shield) for r in improving) or 'none'} | "
+            f"{'; '.join(studied) or '-'} | {', '.join(sorted(without)) or '-'} | {budget} |"
         )
     return [*lines, ""]
 
@@ -262,6 +315,7 @@ __all__ = [
     "Curve",
     "entry_curve",
     "late_trend",
+    "longer_budget",
     "render_budget_tiers",
     "render_curves_md",
     "render_curves_png",
