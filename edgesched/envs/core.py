@@ -173,6 +173,21 @@ class EdgeClusterSim(
         deferred; ``None`` when every action was valid (``invalid_action='defer'`` only)."""
 
     # ------------------------------------------------------------------ models
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore a pickled simulator, including one pickled by an earlier version.
+
+        A resumed training run unpickles its simulators from the checkpoint; state arrays
+        renamed or added since are rebuilt from what the old state holds, so the run
+        continues exactly as it would have.
+        """
+        if "_scale_need_ext" not in state and "_inv_need_ext" in state:
+            need = state.pop("_inv_need_ext").copy()
+            need[:, 2] = state["_j_min_ext"][:, 2]  # minimum memory (the sentinel's is inf)
+            state["_scale_need_ext"] = need
+        if "_nbr_safe_t" not in state and "_nbr_safe" in state:
+            state["_nbr_safe_t"] = np.ascontiguousarray(state["_nbr_safe"].T)
+        self.__dict__.update(state)
+
     def _init_models(self) -> None:
         cfg = self.cfg
         self.model_names = tuple(name for name, _ in cfg.models)
