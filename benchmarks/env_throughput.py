@@ -176,14 +176,21 @@ def main() -> None:
         help="measure each scenario under each of these collision modes (e.g. measured "
         "timeshare) and print each mode's figures relative to the first one's",
     )
-    parser.add_argument("--out", default="", help="directory for env_throughput.md")
+    parser.add_argument("--out", default="", help="directory for the results file")
+    parser.add_argument(
+        "--name",
+        default="",
+        help="results file name without .md (default: env_throughput, or "
+        "env_throughput_modes with --collision-modes)",
+    )
     args = parser.parse_args()
     bad = [b for b in args.extra_copies if b < 1]
     if bad:
         parser.error(f"--extra-copies={bad[0]} is not allowed; use 1 or more copies")
     # a comparison of collision modes is its own results file (the README's main table
     # stays one run over the registered scenarios)
-    report = Report("env_throughput_modes" if args.collision_modes else "env_throughput", args.out)
+    default_name = "env_throughput_modes" if args.collision_modes else "env_throughput"
+    report = Report(args.name or default_name, args.out)
     cpu = cpu_name()
     report.print(
         f"machine: {cpu}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
