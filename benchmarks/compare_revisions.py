@@ -78,9 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="alternations per measurement")
     p.add_argument("--seconds", type=float, default=2.0, help="per round and side")
     p.add_argument("--windows", type=int, default=4)
-    p.add_argument("--out", type=Path, help="also write compare_revisions.md in this folder")
+    p.add_argument("--out", type=Path, help="also write the results file in this folder")
+    p.add_argument("--name", default="compare_revisions", help="results file name without .md")
     args = p.parse_args(argv)
-    rep = Report("compare_revisions", str(args.out or ""))
+    rep = Report(args.name, str(args.out or ""))
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / "old"
         subprocess.run(
