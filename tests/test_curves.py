@@ -211,9 +211,9 @@ def test_a_longer_budget_that_gains_nothing_settles_the_default(tmp_path):
     rows = _with_curves(_fixture_rows(), updates=range(2, 13, 2))  # mappo, ippo improving
     board = _write(tmp_path / "c.jsonl", rows)
 
-    def study(algo: str, jct_scale: float) -> list[dict]:
-        """``algo`` trained twice as long: the same curve shape over twice the steps, its
-        held-out JCTs scaled by ``jct_scale``."""
+    def study(algo: str, jct_scale: float, flat: bool = False) -> list[dict]:
+        """``algo`` trained twice as long: the same curve shape over twice the steps (or a
+        flat one), its held-out JCTs scaled by ``jct_scale``."""
         out = []
         for r in rows:
             if r["algo"] != algo:
@@ -222,6 +222,8 @@ def test_a_longer_budget_that_gains_nothing_settles_the_default(tmp_path):
             r["algo"] = f"{algo}-b2x"
             for p in r["curve"]["points"]:
                 p["env_steps"] *= 2
+                if flat:
+                    p["per_seed"] = [5.0 for _ in p["per_seed"]]
             for e in r["per_episode"]:
                 e["jct_mean"] *= jct_scale
             out.append(r)
@@ -237,12 +239,20 @@ def test_a_longer_budget_that_gains_nothing_settles_the_default(tmp_path):
 
     # both improving entries trained longer without a lower JCT: the default stands
     row = tier("same", study("mappo", 1.0) + study("ippo", 1.0))
-    assert "mappo: 768 steps, 3 seeds, 0.0% lower [0.0%, 0.0%]" in row
+    same = "mappo: 768 steps, 3 seeds, 0.0% lower [0.0%, 0.0%], curve there still improving"
+    assert same in row
     assert row.endswith("| 150,000 (the default: a longer budget gains nothing) |")
-    # one of them gains from it: not determined
+    # one of them gains from it and is still improving there: not determined
     row = tier("gain", study("mappo", 0.5) + study("ippo", 1.0))
     assert "mappo: 768 steps, 3 seeds, 50.0% lower" in row
-    assert row.endswith("| not determined: mappo gains from a longer budget |")
+    assert row.endswith("| not determined: mappo gains from a longer budget still |")
+    # it gains and its longer curve is flat: the longer budget is the board's
+    row = tier("settled", study("mappo", 0.5, flat=True) + study("ippo", 1.0))
+    assert "curve there flat" in row
+    assert row.endswith(
+        "| 768 (mappo gains from it and is no longer improving there; the board's entries are "
+        "still at the default) |"
+    )
     # one of them was not trained longer: still open
     row = tier("half", study("mappo", 1.0))
     assert "ippo:" not in row and row.endswith("| not determined: longer curves needed |")

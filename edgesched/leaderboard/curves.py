@@ -211,7 +211,8 @@ def render_budget_tiers(
         default_steps: the default ``experiment.total_env_steps``.
         longer: per board, the budget study's rows (entries trained past the default,
             :func:`longer_budget`); an entry still improving at the default whose longer
-            run is not lower with a paired 95% CI gains nothing from the longer budget.
+            run is not lower with a paired 95% CI gains nothing from the longer budget; one
+            whose longer run is lower and no longer improving there needs that budget.
     """
     longer = longer or {}
     lines = [
@@ -225,9 +226,10 @@ def render_budget_tiers(
         "trained longer (the budget study, `leaderboards/studies/budget/`, same protocol "
         "and held-out seeds): if its longer runs' mean JCT is not lower than its board "
         "entry's with a paired 95% CI excluding zero, the extra budget gains nothing and "
-        "the default stands for it; if it is lower, or no longer run exists, the benchmark "
-        "budget is not determined. A board with an entry without a curve stays undetermined "
-        "too: that entry may be the one still improving.",
+        "the default stands for it; if it is lower and its longer curve no longer improving, "
+        "that longer budget is its budget; if it is still improving, or no longer run "
+        "exists, the benchmark budget is not determined. A board with an entry without a "
+        "curve stays undetermined too: that entry may be the one still improving.",
         "",
         "| board | entries with a curve | still improving at their last step | longer budget "
         "(vs the board entry, paired) | without a curve | benchmark budget |",
@@ -244,26 +246,33 @@ def render_budget_tiers(
             key=lambda r: entry_name(r.algo, r.shield),
         )
         without = [entry_name(r.algo, r.shield) for r in learned if r.curve is None]
-        studied, gains, untested = [], [], []
+        studied, gains, settled, untested = [], [], {}, []
         for r in improving:
             found = longer_budget(r, longer.get(name, []))
             if found is None:
                 untested.append(entry_name(r.algo, r.shield))
                 continue
             var, red = found
+            steps = var.curve.points[-1][0]
             studied.append(
-                f"{entry_name(r.algo, r.shield)}: {var.curve.points[-1][0]:,} steps, "
-                f"{len(var.train_seeds)} seeds, {reduction_text(red)}"
+                f"{entry_name(r.algo, r.shield)}: {steps:,} steps, "
+                f"{len(var.train_seeds)} seeds, {reduction_text(red)}, "
+                f"curve there {var.curve.verdict}"
             )
             if red is None or red.low > 0:
-                gains.append(entry_name(r.algo, r.shield))
+                # the longer budget helps: it is the entry's budget if its curve is no longer
+                # improving at the end of it (the same rule as at the default)
+                if red is not None and var.curve.verdict != "still improving":
+                    settled[entry_name(r.algo, r.shield)] = steps
+                else:
+                    gains.append(entry_name(r.algo, r.shield))
         if not curved:
             budget = "not determined: no curve on this board"
         elif untested:
             budget = "not determined: longer curves needed"
         elif gains:
             verb = "gains" if len(gains) == 1 else "gain"
-            budget = f"not determined: {', '.join(gains)} {verb} from a longer budget"
+            budget = f"not determined: {', '.join(gains)} {verb} from a longer budget still"
         elif without:
             # an entry without a curve may be the one still improving (tapfinger's own board)
             budget = "not determined: the default if the entries without a curve are flat too"
@@ -271,6 +280,15 @@ def render_budget_tiers(
             last = max(r.curve.points[-1][0] for r in curved)
             if last > default_steps:
                 budget = "not determined: the curves ran past the default"
+            elif settled:
+                top = max(settled.values())
+                who = ", ".join(sorted(settled))
+                one = len(settled) == 1
+                budget = (
+                    f"{top:,} ({who} {'gains' if one else 'gain'} from it and "
+                    f"{'is' if one else 'are'} no longer improving there; the board's entries "
+                    "are still at the default)"
+                )
             elif improving:
                 budget = f"{default_steps:,} (the default: a longer budget gains nothing)"
             else:
