@@ -58,9 +58,7 @@ def curve_cell(curve: Curve | None) -> str:
     """``150,000: -10.5% [-18.9%, -0.9%] still improving`` (budget, trend, verdict)."""
     if curve is None:
         return "no curve"
-    t = curve.trend
-    trend = "n/a" if t is None else f"{t.value:+.1%} [{t.low:+.1%}, {t.high:+.1%}]"
-    return f"{curve.points[-1][0]:,}: {trend} {curve.verdict}"
+    return f"{curve.points[-1][0]:,}: {curve.trend_text} {curve.verdict}"
 
 
 def main() -> None:

@@ -158,14 +158,15 @@ class PPOTrainer:
         m = torch.from_numpy(mask.reshape(-1, mask.shape[-1]))
         logits = masked_logits(self.actor(o), m)
         logp_all = torch.log_softmax(logits, dim=-1)
+        probs = probs_of(logp_all) if with_probs or not greedy else None
         if greedy:
             a = logits.argmax(dim=-1)
         else:
-            a = torch.multinomial(probs_of(logp_all), 1, generator=self.gen).squeeze(-1)
+            a = torch.multinomial(probs, 1, generator=self.gen).squeeze(-1)
         logp = logp_all.gather(-1, a[:, None]).squeeze(-1)
         out = (a.numpy().reshape(shape), logp.numpy().reshape(shape))
         if with_probs:
-            out += (probs_of(logp_all).numpy().reshape(*shape, -1),)
+            out += (probs.numpy().reshape(*shape, -1),)
         return out
 
     @torch.no_grad()

@@ -369,7 +369,7 @@ class TapFingerTrainer:
             ok = task >= 0
             fit[ok] = resource_fit(graph, target[ok], task[ok])
             keep[i], conflicts[i] = resolve_conflicts(
-                task, probs_of(lp_ptr[i]).numpy(), fit, None if greedy else self.rng
+                task, lp_ptr[i].exp().numpy(), fit, None if greedy else self.rng
             )
         actions = np.where(keep, 1 + (choice_np - 1) * self.spec.num_targets * l1 + aidx_np, 0)
         logp = two_phase_logp(ptr, a_all, choice, aidx, torch.from_numpy(keep).float())

@@ -59,8 +59,8 @@ class ExecutionMixin:
         n = self.agents_per_copy
         local = self.w_node[jobs]
         local = np.where(local >= 0, local % n, -1)
-        missed: dict[tuple, tuple[int, int, list[int]]] = {}
-        late: list[tuple[int, tuple]] = []
+        missed: dict[tuple[int, ...], None] = {}  # keys in first-seen order (an ordered set)
+        late: list[tuple[int, tuple[int, ...]]] = []
         for j, sid, m, row in zip(
             jobs.tolist(),
             self.j_sync[jobs].tolist(),
@@ -71,28 +71,28 @@ class ExecutionMixin:
             key = (sid, m, *row)
             t = cache.get(key)
             if t is None:
-                missed[key] = (sid, m, row)
+                missed[key] = None
                 late.append((j, key))
             else:
                 self.sync_time[j] = t
         if missed:
-            # one vectorized call per scheme for all new placements: a scheme's rows are
-            # independent, and a call costs about as much for one row as for many
+            # one vectorized call per scheme for all new placements (a key is scheme, model,
+            # worker nodes): a scheme's rows are independent, and a call costs about as much
+            # for one row as for many
+            by_scheme: dict[int, list[tuple[int, ...]]] = {}
+            for key in missed:
+                by_scheme.setdefault(key[0], []).append(key)
             mb = self.progress_model.mb
-            by_scheme: dict[int, list[tuple]] = {}
-            for key, (sid, _, _) in missed.items():
-                by_scheme.setdefault(sid, []).append(key)
             for sid, keys in by_scheme.items():
-                nodes = np.array([missed[k][2] for k in keys])
+                nodes = np.array([k[2:] for k in keys])
                 times = self._sync[sid].sync_time(
                     nodes,
                     nodes >= 0,
-                    mb[[missed[k][1] for k in keys]],
+                    mb[[k[1] for k in keys]],
                     self.cluster.pair_bw,
                     self.cluster.pair_lat,
                 )
-                for k, t in zip(keys, times.tolist(), strict=True):
-                    cache[k] = t
+                cache.update(zip(keys, times.tolist(), strict=True))
             for j, key in late:
                 self.sync_time[j] = cache[key]
             if len(cache) > _SYNC_CACHE_MAX:

@@ -58,6 +58,12 @@ class Curve:
     trend: stats.Estimate | None = None
 
     @property
+    def trend_text(self) -> str:
+        """``-10.5% [-18.9%, -0.9%]``: :attr:`trend` with its CI (``n/a`` without one)."""
+        t = self.trend
+        return NA if t is None else f"{t.value:+.1%} [{t.low:+.1%}, {t.high:+.1%}]"
+
+    @property
     def verdict(self) -> str:
         """``still improving``, ``flat`` or ``worsening`` from :attr:`trend`.
 
@@ -166,10 +172,7 @@ def render_curves_md(rows: list[Row]) -> list[str]:
     ]
     for r in with_curve:
         c = r.curve
-        name = entry_name(r.algo, r.shield)
-        t = c.trend
-        text = NA if t is None else f"{t.value:+.1%} [{t.low:+.1%}, {t.high:+.1%}]"
-        lines.append(f"| {name} | {text} | {c.verdict} |")
+        lines.append(f"| {entry_name(r.algo, r.shield)} | {c.trend_text} | {c.verdict} |")
     lines.append("")
     return lines
 
@@ -253,16 +256,19 @@ def render_budget_tiers(
                 untested.append(entry_name(r.algo, r.shield))
                 continue
             var, red = found
+            if red is None:  # evaluated on other seeds: no paired comparison
+                untested.append(entry_name(r.algo, r.shield))
+                continue
             steps = var.curve.points[-1][0]
             studied.append(
                 f"{entry_name(r.algo, r.shield)}: {steps:,} steps, "
                 f"{len(var.train_seeds)} seeds, {reduction_text(red)}, "
                 f"curve there {var.curve.verdict}"
             )
-            if red is None or red.low > 0:
+            if red.low > 0:
                 # the longer budget helps: it is the entry's budget if its curve is no longer
                 # improving at the end of it (the same rule as at the default)
-                if red is not None and var.curve.verdict != "still improving":
+                if var.curve.verdict != "still improving":
                     settled[entry_name(r.algo, r.shield)] = steps
                 else:
                     gains.append(entry_name(r.algo, r.shield))
