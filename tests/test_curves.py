@@ -250,8 +250,7 @@ def test_a_longer_budget_that_gains_nothing_settles_the_default(tmp_path):
     row = tier("settled", study("mappo", 0.5, flat=True) + study("ippo", 1.0))
     assert "curve there flat" in row
     assert row.endswith(
-        "| 768 (mappo gains from it and is no longer improving there; the board's entries are "
-        "still at the default) |"
+        "| 768 (mappo gains from it and is no longer improving there; not yet set for the board) |"
     )
     # longer runs on other evaluation seeds cannot be compared paired: still open
     other = study("mappo", 0.5, flat=True) + study("ippo", 1.0)

@@ -50,12 +50,18 @@ def test_shield_options_and_budget():
         ("shield.rounds", "`3`", "`2`")
     ]
 
-    def rec(steps: int, updates: int) -> Record:
-        return Record({"train": {"env_steps": steps, "updates": updates}}, Path("x"))
+    def rec(steps: int, updates: int, board: str = "edge10") -> Record:
+        data = {"scenario": f"{board}-v1", "train": {"env_steps": steps, "updates": updates}}
+        return Record(data, Path("x"))
 
     assert budget_change(rec(149_504, 292)) == []  # 292 whole updates of 512 fit in 150,000
     assert budget_change(rec(599_552, 1171))[0][0] == "experiment.total_env_steps"
     assert budget_change(rec(512, 1))[0][1] == "512 env steps"
+    # a board with a longer benchmark budget: the default is the departure there
+    assert budget_change(rec(299_520, 585, "edge50")) == []
+    assert budget_change(rec(149_504, 292, "edge50")) == [
+        ("experiment.total_env_steps", "149,504 env steps", "300,000")
+    ]
 
 
 def _learned(tmp_path: Path, algo: dict | None, seed: int) -> dict:

@@ -377,10 +377,28 @@ def register_help_resolvers() -> None:
     OmegaConf.register_new_resolver("edgesched_help_groups", help_groups, replace=True)
 
 
+def register_budget_resolver() -> None:
+    """Register ``${edgesched_benchmark_budget:<scenario>}`` (idempotent).
+
+    The leaderboard sweeps (``conf/benchmark/``) set ``experiment.total_env_steps`` through
+    it, so a board's budget is written once, in
+    :data:`edgesched.leaderboard.budgets.BENCHMARK_BUDGETS`, and a sweep over several
+    scenarios trains each at its own board's budget.
+    """
+
+    def budget(scenario: str) -> int:
+        from edgesched.leaderboard.budgets import benchmark_budget
+
+        return benchmark_budget(str(scenario))
+
+    OmegaConf.register_new_resolver("edgesched_benchmark_budget", budget, replace=True)
+
+
 def register_configs() -> None:
-    """Store the typed schemas in Hydra's ConfigStore and register the ``--help`` resolvers.
+    """Store the typed schemas in Hydra's ConfigStore and register the config resolvers.
 
     Call before Hydra composes (``train.py`` does, also in sweep workers).
     """
     store_schemas()
     register_help_resolvers()
+    register_budget_resolver()

@@ -97,6 +97,12 @@ def _reference_by_seed(ref: Record | None) -> dict[int, dict[int, float]]:
     return out
 
 
+def _train_budget(rec: Record) -> tuple[int, int] | None:
+    train = rec.data.get("train") or {}
+    steps, updates = train.get("env_steps"), train.get("updates")
+    return (int(steps), int(updates)) if steps and updates else None
+
+
 def compute_rows(recs: list[Record], reference: str = REFERENCE) -> list[Row]:
     """Statistics of every (algorithm, shield) of one scenario's records, best mean JCT first."""
     groups: dict[tuple[str, str], list[Record]] = {}
@@ -165,6 +171,7 @@ def compute_rows(recs: list[Record], reference: str = REFERENCE) -> list[Row]:
                     [(r.data["eval_seeds"], r.data["per_episode"]) for r in group], sort_keys=True
                 ),
                 curve=entry_curve(group) if learned else None,
+                train_budget=_train_budget(group[0]) if learned else None,
             )
         )
     rows.sort(key=lambda r: (r.mean.value, r.algo, r.shield))
@@ -505,7 +512,8 @@ def build(
     out = Path(out)
     written = []
     tables: dict[str, list[Row]] = {}
-    for name, recs in group_tables(records, superseded=superseded).items():
+    grouped = group_tables(records, superseded=superseded)
+    for name, recs in grouped.items():
         scenario_id = recs[0].data["scenario"]
         rows = tables[name] = compute_rows(recs, reference)
         overrides = recs[0].data["env_overrides"]
@@ -523,7 +531,8 @@ def build(
                 written.append(out / f"{name}_curves.png")
     longer = {} if superseded else _budget_study(Path(studies) if studies else out / "studies")
     atomic_write_text(
-        out / "coverage.md", render_coverage(tables, departures(records, root), longer)
+        out / "coverage.md",
+        render_coverage(tables, departures(records, root), longer, board_budgets(grouped)),
     )
     written.append(out / "coverage.md")
     from .studies import render_rlpto, render_srole, render_tapfinger
@@ -543,6 +552,19 @@ def build(
     if not superseded:
         written += _build_colocation(tables, out, Path(studies) if studies else out / "studies")
     return written
+
+
+def board_budgets(grouped: dict[str, list[Record]]) -> dict[str, int]:
+    """Per board, its set benchmark budget (boards at the default are left out).
+
+    A budget belongs to one scenario version
+    (:data:`edgesched.leaderboard.budgets.BENCHMARK_BUDGETS`), so an archived version's board
+    has none.
+    """
+    from .budgets import BENCHMARK_BUDGETS
+
+    ids = {name: str(recs[0].data["scenario"]) for name, recs in grouped.items()}
+    return {name: BENCHMARK_BUDGETS[i] for name, i in ids.items() if i in BENCHMARK_BUDGETS}
 
 
 BUDGET_STUDY_DIR = "budget"
@@ -594,12 +616,14 @@ def render_coverage(
     tables: dict[str, list[Row]],
     found: list[Departure] | None = None,
     longer: dict[str, list[Row]] | None = None,
+    budgets: dict[str, int] | None = None,
 ) -> str:
     """Which entries each leaderboard has, and what the protocol still lacks.
 
     ``found`` (:func:`edgesched.leaderboard.provenance.departures`) adds the section of learned
     entries trained with other than today's defaults; ``None`` leaves it out. ``longer`` (per
-    board, the budget study's rows) feeds the budget tiers (:func:`render_budget_tiers`).
+    board, the budget study's rows) and ``budgets`` (the boards with a set benchmark budget,
+    :func:`board_budgets`) feed the budget tiers (:func:`render_budget_tiers`).
 
     Rows: every registered baseline, every (algorithm, shield) pair with records (variants
     such as ablations included), and registered learned algorithms without any record;
@@ -631,7 +655,8 @@ def render_coverage(
         "entry's number of training seeds (each evaluated on the held-out seeds); `-` = no "
         "records. The protocol asks for every baseline (at least "
         f"{PROTOCOL_EVAL_SEEDS} evaluation seeds) and every learned algorithm (at least "
-        f"{PROTOCOL_TRAIN_SEEDS} training seeds at the default budget) on "
+        f"{PROTOCOL_TRAIN_SEEDS} training seeds at the board's benchmark budget, see *Budget "
+        "tiers*) on "
         f"{', '.join(PROTOCOL_SCENARIOS)}.",
         "",
         "| entry | kind | " + " | ".join(scen) + " |",
@@ -670,6 +695,7 @@ def render_coverage(
         {name: tables[name] for name in scen if name in tables},
         ExperimentConfig().total_env_steps,
         longer,
+        budgets,
     )
     from .studies import render_learned_vs_heuristics
 

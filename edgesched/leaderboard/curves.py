@@ -205,7 +205,10 @@ def longer_budget(entry: Row, longer: list[Row]) -> tuple[Row, stats.Estimate | 
 
 
 def render_budget_tiers(
-    tables: dict[str, list[Row]], default_steps: int, longer: dict[str, list[Row]] | None = None
+    tables: dict[str, list[Row]],
+    default_steps: int,
+    longer: dict[str, list[Row]] | None = None,
+    budgets: dict[str, int] | None = None,
 ) -> list[str]:
     """``coverage.md``'s budget-tier table: per board, is the default budget enough?
 
@@ -216,8 +219,12 @@ def render_budget_tiers(
             :func:`longer_budget`); an entry still improving at the default whose longer
             run is not lower with a paired 95% CI gains nothing from the longer budget; one
             whose longer run is lower and no longer improving there needs that budget.
+        budgets: the boards whose benchmark budget is set to other than the default
+            (:data:`edgesched.leaderboard.budgets.BENCHMARK_BUDGETS`, requested env steps);
+            such a board's row says which entries are trained at it, which are still to be
+            retrained, and which are still improving there.
     """
-    longer = longer or {}
+    longer, budgets = longer or {}, budgets or {}
     lines = [
         "## Budget tiers",
         "",
@@ -232,7 +239,9 @@ def render_budget_tiers(
         "the default stands for it; if it is lower and its longer curve no longer improving, "
         "that longer budget is its budget; if it is still improving, or no longer run "
         "exists, the benchmark budget is not determined. A board with an entry without a "
-        "curve stays undetermined too: that entry may be the one still improving.",
+        "curve stays undetermined too: that entry may be the one still improving. A budget "
+        "so determined is set in `edgesched/leaderboard/budgets.py` and in the board's sweep "
+        "(`conf/benchmark/<board>.yaml`), and the board's entries are retrained at it.",
         "",
         "| board | entries with a curve | still improving at their last step | longer budget "
         "(vs the board entry, paired) | without a curve | benchmark budget |",
@@ -272,7 +281,9 @@ def render_budget_tiers(
                     settled[entry_name(r.algo, r.shield)] = steps
                 else:
                     gains.append(entry_name(r.algo, r.shield))
-        if not curved:
+        if name in budgets:
+            budget = _set_budget(budgets[name], learned)
+        elif not curved:
             budget = "not determined: no curve on this board"
         elif untested:
             budget = "not determined: longer curves needed"
@@ -292,8 +303,8 @@ def render_budget_tiers(
                 one = len(settled) == 1
                 budget = (
                     f"{top:,} ({who} {'gains' if one else 'gain'} from it and "
-                    f"{'is' if one else 'are'} no longer improving there; the board's entries "
-                    "are still at the default)"
+                    f"{'is' if one else 'are'} no longer improving there; not yet set for "
+                    "the board)"
                 )
             elif improving:
                 budget = f"{default_steps:,} (the default: a longer budget gains nothing)"
@@ -305,6 +316,31 @@ def render_budget_tiers(
             f"{'; '.join(studied) or '-'} | {', '.join(sorted(without)) or '-'} | {budget} |"
         )
     return [*lines, ""]
+
+
+def _set_budget(requested: int, learned: list[Row]) -> str:
+    """The budget-tier cell of a board with a set benchmark budget."""
+    from .budgets import trained_at
+
+    at = [r for r in learned if r.train_budget and trained_at(*r.train_budget, requested)]
+    # by identity: a row's statistics may hold NaN, which compares unequal to itself
+    behind = sorted(entry_name(r.algo, r.shield) for r in learned if all(r is not a for a in at))
+    steps = {r.train_budget[0] for r in at if r.train_budget}
+    shown = f"{max(steps):,}" if len(steps) == 1 else f"{requested:,} requested"
+    parts = [f"{shown} (set: `edgesched/leaderboard/budgets.py`)"]
+    parts.append(
+        "trained at it: " + (", ".join(sorted(entry_name(r.algo, r.shield) for r in at)) or "none")
+    )
+    if behind:
+        parts.append(f"still to retrain at it: {', '.join(behind)}")
+    still = sorted(
+        entry_name(r.algo, r.shield)
+        for r in at
+        if r.curve is not None and r.curve.verdict == "still improving"
+    )
+    if still:
+        parts.append(f"still improving there: {', '.join(still)}")
+    return "; ".join(parts)
 
 
 def render_curves_png(scenario_id: str, rows: list[Row]) -> bytes | None:

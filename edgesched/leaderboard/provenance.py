@@ -12,8 +12,9 @@ defaults, from what the record and its policy file store:
   stored behaviour), against :func:`edgesched.algos.algo_config`'s defaults, which
   ``conf/algo/<name>.yaml`` restates (``tests/test_algo_contract.py`` keeps the two equal);
 * the shield's options, against the defaults of ``ShieldConfig`` (``conf/shield/``);
-* the budget: the record's training env steps against the default
-  ``experiment.total_env_steps`` (the runner trains
+* the budget: the record's training env steps against its board's benchmark budget
+  (:func:`edgesched.leaderboard.budgets.benchmark_budget`: the default
+  ``experiment.total_env_steps`` unless the board has a longer one; the runner trains
   :func:`~edgesched.experiment.schema.whole_updates` of them).
 
 Entries of a variant (``tapfinger-noattn``: an ablation, named as such) are not checked: their
@@ -102,18 +103,17 @@ def shield_changes(shield: str, stored_kwargs: dict[str, Any]) -> list[tuple[str
 
 
 def budget_change(rec: Record) -> list[tuple[str, str, str]]:
-    """The budget as a change when the record was not trained at the default budget."""
-    from edgesched.experiment.schema import ExperimentConfig, whole_updates
+    """The budget as a change when the record was not trained at its board's budget."""
+    from .budgets import benchmark_budget, trained_at
 
     train = rec.data.get("train") or {}
     steps, updates = train.get("env_steps"), train.get("updates")
     if not steps or not updates:
         return []
-    default = ExperimentConfig().total_env_steps
-    per_update = int(steps) // int(updates)
-    if per_update > 0 and int(updates) == whole_updates(default, per_update):
+    budget = benchmark_budget(str(rec.data["scenario"]))
+    if trained_at(int(steps), int(updates), budget):
         return []
-    return [("experiment.total_env_steps", f"{int(steps):,} env steps", f"{default:,}")]
+    return [("experiment.total_env_steps", f"{int(steps):,} env steps", f"{budget:,}")]
 
 
 def departures(records: list[Record], root: str | Path = ".") -> list[Departure]:
@@ -147,7 +147,8 @@ def render_departures(found: list[Departure]) -> list[str]:
         "## Entries trained with other than today's defaults",
         "",
         "Compared with what `python train.py algo=<name>` trains now (the policy file's stored "
-        "algorithm and shield settings, and the budget; `edgesched/leaderboard/provenance.py`). "
+        "algorithm and shield settings, and the board's benchmark budget; "
+        "`edgesched/leaderboard/provenance.py`). "
         "Such an entry still reproduces under `validate`, but it is not today's algorithm.",
         "",
     ]

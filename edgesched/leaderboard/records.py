@@ -286,6 +286,16 @@ def _canon(x: Any) -> str:
     return json.dumps(x, sort_keys=True)
 
 
+def _budget(rec: Record) -> tuple[Any, Any]:
+    train = rec.data.get("train") or {}
+    return train.get("env_steps"), train.get("updates")
+
+
+def _show_budget(rec: Record) -> str:
+    steps, updates = _budget(rec)
+    return f"env_steps={steps!r} in updates={updates!r}"
+
+
 def group_tables(records: list[Record], *, superseded: bool = False) -> dict[str, list[Record]]:
     """Group records by scenario name into leaderboard tables; check each table is coherent.
 
@@ -298,7 +308,7 @@ def group_tables(records: list[Record], *, superseded: bool = False) -> dict[str
     Raises:
         RecordError: mixed scenario versions or environment overrides in one table, a stale
             scenario version, a duplicate entry, or learned runs of one algorithm evaluated
-            with different seeds.
+            with different seeds or trained with different budgets.
     """
     tables: dict[str, list[Record]] = defaultdict(list)
     for rec in records:
@@ -349,6 +359,13 @@ def group_tables(records: list[Record], *, superseded: bool = False) -> dict[str
                 raise rec.error(
                     f"evaluated on other seeds/episodes than {first.where} {first.label}; the "
                     "training seeds of one algorithm must share the evaluation protocol"
+                )
+            if _budget(first) != _budget(rec):
+                # one row is one budget: seeds trained for different lengths are different
+                # entries (a longer run belongs in the budget study, algo.variant=b<steps>)
+                raise rec.error(
+                    f"trained {_show_budget(rec)}, but {first.where} {first.label} trained "
+                    f"{_show_budget(first)}; the training seeds of one entry must share the budget"
                 )
     return dict(sorted(tables.items()))
 

@@ -43,10 +43,13 @@ class Row:
     aliases: tuple[str, ...] = ()
     """Other heuristics whose records on this board are identical to this one's."""
     fingerprint: str = field(default="", repr=False)
+    """Canonical text of the entry's per-episode records (equal text: identical records)."""
     curve: Any = field(default=None, repr=False)
     """The entry's :class:`~edgesched.leaderboard.curves.Curve` (learned entries whose runs
     recorded one), else ``None``."""
-    """Canonical text of the entry's per-episode records (equal text: identical records)."""
+    train_budget: tuple[int, int] | None = field(default=None, repr=False)
+    """``(env_steps, updates)`` every training seed of a learned entry trained (one budget per
+    row: :func:`~edgesched.leaderboard.records.group_tables`), else ``None``."""
 
     @property
     def label(self) -> str:

@@ -1,0 +1,60 @@
+"""Each leaderboard's benchmark budget: the training env steps its learned entries get.
+
+The default is ``experiment.total_env_steps`` (the README's first command). A board whose
+learned entries still improve at the end of the default, and gain from a longer budget with
+a paired 95% CI excluding zero while flat at its end (the budget tiers of ``coverage.md``,
+:func:`edgesched.leaderboard.curves.render_budget_tiers`), gets that longer budget here. Its
+sweep config, ``conf/benchmark/<board>.yaml``, sets the same ``experiment.total_env_steps``
+(``tests/test_budgets.py`` keeps the two equal), and :mod:`.provenance` lists every entry of
+the board trained at another budget.
+"""
+
+from __future__ import annotations
+
+BENCHMARK_BUDGETS: dict[str, int] = {
+    # The budget study (benchmarks/results/budget_study.md): edge50's dqn_central, still
+    # improving at the default, ended lower with a paired CI excluding zero at twice the
+    # default, with a flat curve there. Requested steps; runs train whole updates of them.
+    "edge50-v1": 300_000,
+}
+"""Boards whose benchmark budget is not the default, by scenario id: a budget is measured on
+one version of a scenario, and a new version (other dynamics) starts again at the default."""
+
+
+def default_budget() -> int:
+    """The default ``experiment.total_env_steps``."""
+    from edgesched.experiment.schema import ExperimentConfig
+
+    return int(ExperimentConfig().total_env_steps)
+
+
+def benchmark_budget(scenario: str) -> int:
+    """The requested training env steps of a board's learned entries.
+
+    Args:
+        scenario: a scenario id (``edge50-v1``) or name (``edge50``: its registered version);
+            a scenario without an entry in :data:`BENCHMARK_BUDGETS` has the default.
+    """
+    from edgesched.envs.scenarios import get_scenario
+
+    from .records import split_scenario_id
+
+    if split_scenario_id(scenario)[1] is None:
+        scenario = get_scenario(scenario).id
+    return BENCHMARK_BUDGETS.get(scenario, default_budget())
+
+
+def trained_at(env_steps: int, updates: int, budget: int) -> bool:
+    """Whether a run that trained ``updates`` updates of ``env_steps`` in all had ``budget``.
+
+    The runner trains as many whole updates as fit in the requested steps
+    (:func:`~edgesched.experiment.schema.whole_updates`), so 300,000 requested steps train
+    585 updates of 512, 299,520 steps.
+    """
+    from edgesched.experiment.schema import whole_updates
+
+    per_update = int(env_steps) // max(int(updates), 1)
+    return per_update > 0 and int(updates) == whole_updates(budget, per_update)
+
+
+__all__ = ["BENCHMARK_BUDGETS", "benchmark_budget", "default_budget", "trained_at"]
