@@ -227,7 +227,12 @@ def _short_commit(c: str) -> str:
 
 def _seeds_text(row: Row) -> str:
     ev = f"eval {seed_ranges(row.eval_seeds)} x{row.episodes} ep"
-    return f"train {seed_ranges(row.train_seeds)}; {ev}" if row.learned else ev
+    if not row.learned:
+        return ev
+    # the budget beside the seeds: a board's entries may differ in it while they are
+    # retrained at a new benchmark budget (coverage.md's budget tiers)
+    steps = f" ({row.train_budget[0]:,} steps)" if row.train_budget else ""
+    return f"train {seed_ranges(row.train_seeds)}{steps}; {ev}"
 
 
 MD_COLUMNS = (
@@ -389,6 +394,7 @@ CSV_COLUMNS = (
     "config_hashes",
     "train_seeds",
     "eval_seeds",
+    "train_env_steps",
 )
 
 
@@ -427,6 +433,7 @@ def render_csv(scenario_id: str, rows: list[Row], reference: str) -> str:
                 " ".join(r.config_hashes),
                 " ".join(map(str, r.train_seeds)),
                 " ".join(map(str, r.eval_seeds)),
+                r.train_budget[0] if r.train_budget else "",
             ]
         )
     return buf.getvalue()
