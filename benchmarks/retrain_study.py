@@ -1,7 +1,7 @@
 r"""Board entries retrained against the same entries at an earlier revision of the records.
 
 When a board's entries are retrained (for example at a benchmark budget set from the budget
-study, ``edgesched/leaderboard/budgets.py``), the committed records replace the old ones. This
+study, ``edgesched/experiment/budgets.py``), the committed records replace the old ones. This
 script compares each retrained learned entry with its records at an earlier git revision,
 on the same held-out workloads: the paired reduction of mean JCT over the evaluation seeds
 (``studies.paired_reduction``), each entry's budget and the change of its held-out JCT over

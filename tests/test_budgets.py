@@ -10,8 +10,8 @@ from test_config import CONF, _compose  # skips this module without hydra, as te
 from test_leaderboard import _fixture_rows, _write
 
 from edgesched.envs.scenarios import get_scenario
-from edgesched.leaderboard import budgets
-from edgesched.leaderboard.budgets import (
+from edgesched.experiment import budgets
+from edgesched.experiment.budgets import (
     BENCHMARK_BUDGETS,
     benchmark_budget,
     default_budget,
@@ -99,7 +99,7 @@ def test_a_set_budget_lists_the_entries_at_it_and_those_to_retrain(tmp_path, mon
     _trained(rows, "mappo", 128, 4)
     row = _tier(tmp_path, json.loads(json.dumps(rows)), "half")
     assert row.endswith(
-        "| 128 (set: `edgesched/leaderboard/budgets.py`); trained at it: mappo; still to "
+        "| 128 (set: `edgesched/experiment/budgets.py`); trained at it: mappo; still to "
         "retrain at it: ippo; still improving there: mappo |"
     )
     # every entry at it and flat there
@@ -109,5 +109,5 @@ def test_a_set_budget_lists_the_entries_at_it_and_those_to_retrain(tmp_path, mon
             p["per_seed"] = [5.0 for _ in p["per_seed"]]
     row = _tier(tmp_path, rows, "all")
     assert row.endswith(
-        "| 128 (set: `edgesched/leaderboard/budgets.py`); trained at it: ippo, mappo |"
+        "| 128 (set: `edgesched/experiment/budgets.py`); trained at it: ippo, mappo |"
     )

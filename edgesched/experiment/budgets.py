@@ -5,11 +5,14 @@ learned entries still improve at the end of the default, and gain from a longer 
 a paired 95% CI excluding zero while flat at its end (the budget tiers of ``coverage.md``,
 :func:`edgesched.leaderboard.curves.render_budget_tiers`), gets that longer budget here. Its
 sweep config, ``conf/benchmark/<board>.yaml``, sets the same ``experiment.total_env_steps``
-(``tests/test_budgets.py`` keeps the two equal), and :mod:`.provenance` lists every entry of
-the board trained at another budget.
+(``tests/test_budgets.py`` keeps the two equal), and :mod:`edgesched.leaderboard.provenance`
+lists every entry of the board trained at another budget. It lives with the experiment
+configuration, which reads it, below the leaderboard package, which imports from it.
 """
 
 from __future__ import annotations
+
+import re
 
 BENCHMARK_BUDGETS: dict[str, int] = {
     # The budget study (benchmarks/results/budget_study.md): edge50's dqn_central, still
@@ -35,11 +38,9 @@ def benchmark_budget(scenario: str) -> int:
         scenario: a scenario id (``edge50-v1``) or name (``edge50``: its registered version);
             a scenario without an entry in :data:`BENCHMARK_BUDGETS` has the default.
     """
-    from edgesched.envs.scenarios import get_scenario
+    if re.fullmatch(r".+-v\d+", scenario) is None:  # a name: its registered version
+        from edgesched.envs.scenarios import get_scenario
 
-    from .records import split_scenario_id
-
-    if split_scenario_id(scenario)[1] is None:
         scenario = get_scenario(scenario).id
     return BENCHMARK_BUDGETS.get(scenario, default_budget())
 

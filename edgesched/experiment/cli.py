@@ -382,12 +382,12 @@ def register_budget_resolver() -> None:
 
     The leaderboard sweeps (``conf/benchmark/``) set ``experiment.total_env_steps`` through
     it, so a board's budget is written once, in
-    :data:`edgesched.leaderboard.budgets.BENCHMARK_BUDGETS`, and a sweep over several
+    :data:`edgesched.experiment.budgets.BENCHMARK_BUDGETS`, and a sweep over several
     scenarios trains each at its own board's budget.
     """
 
     def budget(scenario: str) -> int:
-        from edgesched.leaderboard.budgets import benchmark_budget
+        from edgesched.experiment.budgets import benchmark_budget
 
         return benchmark_budget(str(scenario))
 

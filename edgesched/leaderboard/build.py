@@ -565,10 +565,10 @@ def board_budgets(grouped: dict[str, list[Record]]) -> dict[str, int]:
     """Per board, its set benchmark budget (boards at the default are left out).
 
     A budget belongs to one scenario version
-    (:data:`edgesched.leaderboard.budgets.BENCHMARK_BUDGETS`), so an archived version's board
+    (:data:`edgesched.experiment.budgets.BENCHMARK_BUDGETS`), so an archived version's board
     has none.
     """
-    from .budgets import BENCHMARK_BUDGETS
+    from edgesched.experiment.budgets import BENCHMARK_BUDGETS
 
     ids = {name: str(recs[0].data["scenario"]) for name, recs in grouped.items()}
     return {name: BENCHMARK_BUDGETS[i] for name, i in ids.items() if i in BENCHMARK_BUDGETS}

@@ -220,7 +220,7 @@ def render_budget_tiers(
             run is not lower with a paired 95% CI gains nothing from the longer budget; one
             whose longer run is lower and no longer improving there needs that budget.
         budgets: the boards whose benchmark budget is set to other than the default
-            (:data:`edgesched.leaderboard.budgets.BENCHMARK_BUDGETS`, requested env steps);
+            (:data:`edgesched.experiment.budgets.BENCHMARK_BUDGETS`, requested env steps);
             such a board's row says which entries are trained at it, which are still to be
             retrained, and which are still improving there.
     """
@@ -240,7 +240,7 @@ def render_budget_tiers(
         "that longer budget is its budget; if it is still improving, or no longer run "
         "exists, the benchmark budget is not determined. A board with an entry without a "
         "curve stays undetermined too: that entry may be the one still improving. A budget "
-        "so determined is set in `edgesched/leaderboard/budgets.py` and in the board's sweep "
+        "so determined is set in `edgesched/experiment/budgets.py` and in the board's sweep "
         "(`conf/benchmark/<board>.yaml`), and the board's entries are retrained at it.",
         "",
         "| board | entries with a curve | still improving at their last step | longer budget "
@@ -320,14 +320,14 @@ def render_budget_tiers(
 
 def _set_budget(requested: int, learned: list[Row]) -> str:
     """The budget-tier cell of a board with a set benchmark budget."""
-    from .budgets import trained_at
+    from edgesched.experiment.budgets import trained_at
 
     at = [r for r in learned if r.train_budget and trained_at(*r.train_budget, requested)]
     # by identity: a row's statistics may hold NaN, which compares unequal to itself
     behind = sorted(entry_name(r.algo, r.shield) for r in learned if all(r is not a for a in at))
     steps = {r.train_budget[0] for r in at if r.train_budget}
     shown = f"{max(steps):,}" if len(steps) == 1 else f"{requested:,} requested"
-    parts = [f"{shown} (set: `edgesched/leaderboard/budgets.py`)"]
+    parts = [f"{shown} (set: `edgesched/experiment/budgets.py`)"]
     parts.append(
         "trained at it: " + (", ".join(sorted(entry_name(r.algo, r.shield) for r in at)) or "none")
     )

@@ -13,7 +13,7 @@ defaults, from what the record and its policy file store:
   ``conf/algo/<name>.yaml`` restates (``tests/test_algo_contract.py`` keeps the two equal);
 * the shield's options, against the defaults of ``ShieldConfig`` (``conf/shield/``);
 * the budget: the record's training env steps against its board's benchmark budget
-  (:func:`edgesched.leaderboard.budgets.benchmark_budget`: the default
+  (:func:`edgesched.experiment.budgets.benchmark_budget`: the default
   ``experiment.total_env_steps`` unless the board has a longer one; the runner trains
   :func:`~edgesched.experiment.schema.whole_updates` of them).
 
@@ -104,7 +104,7 @@ def shield_changes(shield: str, stored_kwargs: dict[str, Any]) -> list[tuple[str
 
 def budget_change(rec: Record) -> list[tuple[str, str, str]]:
     """The budget as a change when the record was not trained at its board's budget."""
-    from .budgets import benchmark_budget, trained_at
+    from edgesched.experiment.budgets import benchmark_budget, trained_at
 
     train = rec.data.get("train") or {}
     steps, updates = train.get("env_steps"), train.get("updates")
