@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from _report import Report, cpu_name
-from variant_study import curve_cell
+from variant_study import ci_cell, curve_cell, print_table
 
 from edgesched.leaderboard.build import compute_rows
 from edgesched.leaderboard.records import group_tables, load_records
@@ -98,8 +98,7 @@ def main() -> None:
             lines.append(
                 f"| {board} | {name} | {budget_cell(b)} | {budget_cell(a)} | "
                 f"{len(b.train_seeds)} / {len(a.train_seeds)} | "
-                f"{b.mean.value:.2f} [{b.mean.low:.2f}, {b.mean.high:.2f}] | "
-                f"{a.mean.value:.2f} [{a.mean.low:.2f}, {a.mean.high:.2f}] | "
+                f"{ci_cell(b)} | {ci_cell(a)} | "
                 f"{reduction_text(paired_reduction(a, b))} | "
                 f"{b.metrics['collisions_executed']:.1f} / {a.metrics['collisions_executed']:.1f} |"
             )
@@ -115,25 +114,19 @@ def main() -> None:
         "seeds (95% percentile bootstrap CI)."
     )
     rep.print()
-    rep.print(
+    print_table(
+        rep,
         "| board | entry | budget then | budget now | training seeds then / now | "
         "mean JCT then [95% CI] | mean JCT now [95% CI] | now vs then, paired [95% CI] | "
-        "executed collisions then / now |"
+        "executed collisions then / now |",
+        lines,
     )
-    rep.print("|---|---|---|---|---|---|---|---|---|")
-    for line in lines:
-        rep.print(line)
-    rep.print()
     rep.print(
         "Learning curves: each entry's budget (env steps of its last point) and the change of "
         "its held-out JCT over the second half of that budget, with the leaderboards' verdict."
     )
     rep.print()
-    rep.print("| board | entry | then: budget, trend | now: budget, trend |")
-    rep.print("|---|---|---|---|")
-    for line in curve_lines:
-        rep.print(line)
-    rep.print()
+    print_table(rep, "| board | entry | then: budget, trend | now: budget, trend |", curve_lines)
     rep.print(f"{time.perf_counter() - t0:.0f} s.")
     rep.save()
 

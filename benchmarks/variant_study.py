@@ -61,6 +61,21 @@ def curve_cell(curve: Curve | None) -> str:
     return f"{curve.points[-1][0]:,}: {curve.trend_text} {curve.verdict}"
 
 
+def ci_cell(row: Row) -> str:
+    """``35.80 [35.02, 36.56]``: a row's mean JCT with its 95% CI."""
+    e = row.mean
+    return f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]"
+
+
+def print_table(rep: Report, header: str, lines: list[str]) -> None:
+    """A Markdown table (``header``: its ``| a | b |`` line) and a blank line after it."""
+    rep.print(header)
+    rep.print("|" + "---|" * header.count(" | ") + "---|")
+    for line in lines:
+        rep.print(line)
+    rep.print()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", nargs="+", required=True, help="variant run or sweep directories")
@@ -84,8 +99,7 @@ def main() -> None:
             lines.append(
                 f"| {board} | {entry_name(base.algo, base.shield)} | {var.algo} | "
                 f"{len(var.train_seeds)} vs {len(base.train_seeds)} | "
-                f"{base.mean.value:.2f} [{base.mean.low:.2f}, {base.mean.high:.2f}] | "
-                f"{var.mean.value:.2f} [{var.mean.low:.2f}, {var.mean.high:.2f}] | "
+                f"{ci_cell(base)} | {ci_cell(var)} | "
                 f"{reduction_text(paired_reduction(var, base))} | "
                 f"{base.metrics['collisions_executed']:.1f} / "
                 f"{var.metrics['collisions_executed']:.1f} |"
@@ -99,15 +113,13 @@ def main() -> None:
         "(95% percentile bootstrap CI)."
     )
     rep.print()
-    rep.print(
+    print_table(
+        rep,
         "| board | board entry | variant | training seeds | board mean JCT [95% CI] | "
         "variant mean JCT [95% CI] | variant vs board, paired [95% CI] | "
-        "executed collisions board / variant |"
+        "executed collisions board / variant |",
+        lines,
     )
-    rep.print("|---|---|---|---|---|---|---|---|")
-    for line in lines:
-        rep.print(line)
-    rep.print()
     if curve_lines:
         rep.print(
             "Learning curves: each entry's budget (env steps of its last point) and the change "
@@ -116,13 +128,11 @@ def main() -> None:
             "stratified bootstrap CI), with the leaderboards' verdict."
         )
         rep.print()
-        rep.print(
-            "| board | board entry | variant | board: budget, trend | variant: budget, trend |"
+        print_table(
+            rep,
+            "| board | board entry | variant | board: budget, trend | variant: budget, trend |",
+            curve_lines,
         )
-        rep.print("|---|---|---|---|---|")
-        for line in curve_lines:
-            rep.print(line)
-        rep.print()
     rep.print(f"{time.perf_counter() - t0:.0f} s.")
     rep.save()
 

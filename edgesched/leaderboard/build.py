@@ -97,12 +97,6 @@ def _reference_by_seed(ref: Record | None) -> dict[int, dict[int, float]]:
     return out
 
 
-def _train_budget(rec: Record) -> tuple[int, int] | None:
-    train = rec.data.get("train") or {}
-    steps, updates = train.get("env_steps"), train.get("updates")
-    return (int(steps), int(updates)) if steps and updates else None
-
-
 def compute_rows(recs: list[Record], reference: str = REFERENCE) -> list[Row]:
     """Statistics of every (algorithm, shield) of one scenario's records, best mean JCT first."""
     groups: dict[tuple[str, str], list[Record]] = {}
@@ -171,7 +165,7 @@ def compute_rows(recs: list[Record], reference: str = REFERENCE) -> list[Row]:
                     [(r.data["eval_seeds"], r.data["per_episode"]) for r in group], sort_keys=True
                 ),
                 curve=entry_curve(group) if learned else None,
-                train_budget=_train_budget(group[0]) if learned else None,
+                train_budget=group[0].train_budget if learned else None,
             )
         )
     rows.sort(key=lambda r: (r.mean.value, r.algo, r.shield))

@@ -322,17 +322,19 @@ def _set_budget(requested: int, learned: list[Row]) -> str:
     """The budget-tier cell of a board with a set benchmark budget."""
     from edgesched.experiment.budgets import trained_at
 
-    at = [r for r in learned if r.train_budget and trained_at(*r.train_budget, requested)]
-    # by identity: a row's statistics may hold NaN, which compares unequal to itself
-    behind = sorted(entry_name(r.algo, r.shield) for r in learned if all(r is not a for a in at))
-    steps = {r.train_budget[0] for r in at if r.train_budget}
+    at, behind = [], []
+    for r in learned:
+        ok = r.train_budget is not None and trained_at(*r.train_budget, requested)
+        (at if ok else behind).append(r)
+    steps = {r.train_budget[0] for r in at}
     shown = f"{max(steps):,}" if len(steps) == 1 else f"{requested:,} requested"
     parts = [f"{shown} (set: `edgesched/experiment/budgets.py`)"]
     parts.append(
         "trained at it: " + (", ".join(sorted(entry_name(r.algo, r.shield) for r in at)) or "none")
     )
     if behind:
-        parts.append(f"still to retrain at it: {', '.join(behind)}")
+        names = ", ".join(sorted(entry_name(r.algo, r.shield) for r in behind))
+        parts.append(f"still to retrain at it: {names}")
     still = sorted(
         entry_name(r.algo, r.shield)
         for r in at

@@ -106,14 +106,12 @@ def budget_change(rec: Record) -> list[tuple[str, str, str]]:
     """The budget as a change when the record was not trained at its board's budget."""
     from edgesched.experiment.budgets import benchmark_budget, trained_at
 
-    train = rec.data.get("train") or {}
-    steps, updates = train.get("env_steps"), train.get("updates")
-    if not steps or not updates:
+    if rec.train_budget is None:
         return []
     budget = benchmark_budget(str(rec.data["scenario"]))
-    if trained_at(int(steps), int(updates), budget):
+    if trained_at(*rec.train_budget, budget):
         return []
-    return [("experiment.total_env_steps", f"{int(steps):,} env steps", f"{budget:,}")]
+    return [("experiment.total_env_steps", f"{rec.train_budget[0]:,} env steps", f"{budget:,}")]
 
 
 def departures(records: list[Record], root: str | Path = ".") -> list[Departure]:

@@ -92,6 +92,13 @@ class Record:
         return self.data.get("train_seed") is not None
 
     @property
+    def train_budget(self) -> tuple[int, int] | None:
+        """``(env_steps, updates)`` a learned run trained, ``None`` where not recorded."""
+        train = self.data.get("train") or {}
+        steps, updates = train.get("env_steps"), train.get("updates")
+        return (int(steps), int(updates)) if steps and updates else None
+
+    @property
     def scenario_name(self) -> str:
         """Scenario name without its version (``edge50`` for ``edge50-v0``)."""
         return split_scenario_id(self.data["scenario"])[0]
@@ -286,14 +293,11 @@ def _canon(x: Any) -> str:
     return json.dumps(x, sort_keys=True)
 
 
-def _budget(rec: Record) -> tuple[Any, Any]:
-    train = rec.data.get("train") or {}
-    return train.get("env_steps"), train.get("updates")
-
-
 def _show_budget(rec: Record) -> str:
-    steps, updates = _budget(rec)
-    return f"env_steps={steps!r} in updates={updates!r}"
+    if rec.train_budget is None:
+        return "no recorded budget"
+    steps, updates = rec.train_budget
+    return f"env_steps={steps} in updates={updates}"
 
 
 def group_tables(records: list[Record], *, superseded: bool = False) -> dict[str, list[Record]]:
@@ -360,7 +364,7 @@ def group_tables(records: list[Record], *, superseded: bool = False) -> dict[str
                     f"evaluated on other seeds/episodes than {first.where} {first.label}; the "
                     "training seeds of one algorithm must share the evaluation protocol"
                 )
-            if _budget(first) != _budget(rec):
+            if first.train_budget != rec.train_budget:
                 # one row is one budget: seeds trained for different lengths are different
                 # entries (a longer run belongs in the budget study, algo.variant=b<steps>)
                 raise rec.error(
