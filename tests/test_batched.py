@@ -314,8 +314,8 @@ def test_grid_fit_table_equals_the_direct_comparisons(free: list[float]) -> None
 
 def test_a_simulator_pickled_by_an_earlier_version_resumes_identically():
     """Resumed runs unpickle their simulators: one pickled before the scale-mode mask's
-    inputs were renamed (``_inv_need_ext``) and its transposed neighbour table added must
-    continue step for step as the current one does."""
+    inputs were renamed (``_inv_need_ext``), its transposed neighbour table added and its
+    episode keys made counters must continue step for step as the current one does."""
     import pickle
 
     from edgesched.envs.core import EdgeClusterSim
@@ -337,8 +337,11 @@ def test_a_simulator_pickled_by_an_earlier_version_resumes_identically():
     inv[real] = 1.0 / np.maximum(j_min[real], 1e-12)  # what earlier versions stored
     state["_inv_need_ext"] = inv
     del state["_scale_need_ext"], state["_nbr_safe_t"]
+    del state["_episode_no"], state["_episodes_begun"], state["uid"]
     old = EdgeClusterSim.__new__(EdgeClusterSim)
     old.__setstate__(state)
+    keys = [old.view(b).episode_key() for b in range(2)]
+    assert len(set(keys)) == 2 and old.uid != sim.uid
     np.testing.assert_array_equal(old._scale_need_ext, sim._scale_need_ext)
     for _ in range(30):
         a = act(sim)

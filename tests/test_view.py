@@ -122,6 +122,27 @@ def test_fresh_arrays_and_pairs_do_not_reach_the_simulator(busy: EdgeClusterSim)
             a[...] = 0
 
 
+def test_episode_keys_never_recur_and_survive_pickling() -> None:
+    """Keys were ids of workload objects: a third episode could reuse the first one's freed
+    address, and an unpickled copy got a new key, so a resumed RLPTO run's forecasts
+    depended on the heap's layout (a flaky test under xdist)."""
+    import pickle
+
+    sim = EdgeClusterSim(make_config("edge10", max_steps=400), scenario_id="edge10", copies=3)
+    keys = []
+    for s in range(5):
+        sim.reset(s)
+        keys += [ClusterView(sim, b).episode_key() for b in range(3)]
+        sim.reset_copy(1, 100 + s)  # one copy alone: only its key changes
+        keys.append(ClusterView(sim, 1).episode_key())
+    assert len(set(keys)) == len(keys)
+    twin = pickle.loads(pickle.dumps(sim))
+    for b in range(3):
+        assert ClusterView(twin, b).episode_key() == ClusterView(sim, b).episode_key()
+    twin.reset(9)
+    assert ClusterView(twin, 0).episode_key() not in keys
+
+
 def test_a_view_follows_the_simulator_across_steps_and_resets() -> None:
     sim = _sim("edge10", 1, 0)
     view = ClusterView(sim)

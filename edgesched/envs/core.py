@@ -34,6 +34,7 @@ conflict winners. The static cluster comes from ``topology_seed``.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,9 @@ from .workloads import TraceWorkload
 
 # job status codes
 NOT_ARRIVED, QUEUED, RUNNING, DONE = 0, 1, 2, 3
+
+_SIM_UIDS = itertools.count()
+"""Simulator uids, unique among the simulators made in this process."""
 
 _PER_COPY_INFO = {
     "collisions": "collisions_proposed",
@@ -166,6 +170,14 @@ class EdgeClusterSim(
         self._seq = 0  # placements so far (w_seq): which of two workers on a GPU is newer
         self.rngs: list[np.random.Generator] = [np.random.default_rng() for _ in range(b)]
         self._wl: list[Workload | None] = [None] * b
+        # The episode key (ClusterView.episode_key) is this simulator's uid and the number
+        # of the copy's episode among all episodes the simulator has begun. Both travel
+        # with a pickled simulator, so a resumed run sees the keys the uninterrupted one
+        # saw; ids of workload objects did not (a freed workload's address is reused),
+        # which made resumed RLPTO runs depend on the heap's layout.
+        self.uid = next(_SIM_UIDS)
+        self._episodes_begun = 0
+        self._episode_no = np.zeros(b, dtype=np.int64)
         self._adv_one, self._adv_none = np.ones(1, dtype=bool), np.zeros(1, dtype=bool)
         self._job_capacity = 0
         self.invalid_mask: np.ndarray | None = None
@@ -186,6 +198,10 @@ class EdgeClusterSim(
             state["_scale_need_ext"] = need
         if "_nbr_safe_t" not in state and "_nbr_safe" in state:
             state["_nbr_safe_t"] = np.ascontiguousarray(state["_nbr_safe"].T)
+        if "_episode_no" not in state:  # pickled before episode keys were counters
+            state["_episode_no"] = -1 - np.arange(len(state["_wl"]), dtype=np.int64)
+            state["_episodes_begun"] = 0
+            state["uid"] = next(_SIM_UIDS)
         self.__dict__.update(state)
 
     def _init_models(self) -> None:

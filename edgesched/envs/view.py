@@ -317,15 +317,16 @@ class ClusterView:
         """(J, W) allocation level of each job's workers, read-only."""
         return _readonly(self._sim.w_level[self._js()])
 
-    def episode_key(self) -> int:
+    def episode_key(self) -> tuple[int, int]:
         """A key of the current episode: it changes at every reset.
 
-        It is the identity of the copy's episode workload, which a reset replaces while
-        the previous one is still alive, so the key of an episode always differs from the
-        previous episode's. Like any ``id`` it may recur once a workload has been freed:
-        compare it only with the key last seen for the same view.
+        It is the simulator's uid and the episode's number among every episode the
+        simulator has begun in any of its copies. Both
+        travel with a pickled simulator, so a copy restored from a checkpoint has the key
+        it had when saved. Keys are unique among the simulators made in one process; an
+        unpickled simulator keeps the uid it was made with.
         """
-        return id(self._sim.workload(self._b))
+        return (self._sim.uid, int(self._sim._episode_no[self._b]))
 
     # ------------------------------------------------------------------ actions
     @property

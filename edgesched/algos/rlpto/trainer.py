@@ -155,10 +155,10 @@ class RLPTOTrainer:
         self.forecaster: VolumeForecaster | None = None
         self._fitted_hist: np.ndarray | None = None  # the history of the last fit
         self._fits = 0  # forecaster fits so far (keys the per-episode forecast memo)
-        self._episode_ids: dict[int, int] = {}
+        self._episode_ids: dict[int, tuple[int, int]] = {}
         self._last_arrivals: dict[int, np.ndarray] = {}
-        self._fc_memo: dict[int, tuple[tuple[int, int], np.ndarray]] = {}
-        self._q_snap: dict[int, tuple[int, int, np.ndarray, np.ndarray]] = {}
+        self._fc_memo: dict[int, tuple[tuple[tuple[int, int], int], np.ndarray]] = {}
+        self._q_snap: dict[int, tuple[tuple[int, int], int, np.ndarray, np.ndarray]] = {}
         self.updates = 0
 
     # ------------------------------------------------------------------ forecasting
@@ -469,8 +469,9 @@ class RLPTOTrainer:
         }
         nxt: list[int] = []
         closed: list[int] = []  # 0 open, 1 finished (value 0 after), 2 bootstrap on itself
-        last: dict[tuple[int, int, int], int] = {}  # (copy, episode, job) -> its latest row
-        keys: list[tuple[int, int, int]] = []
+        # (copy, episode, job) -> its latest row
+        last: dict[tuple[int, tuple[int, int], int], int] = {}
+        keys: list[tuple[int, tuple[int, int], int]] = []
         episodes: list[dict[str, Any]] = []
         team_rew = np.empty((steps, e), np.float32)
         fc_b = np.empty((steps, e), np.float32)
@@ -537,7 +538,7 @@ class RLPTOTrainer:
         end_rows = np.flatnonzero((nxt_a < 0) & (closed_a == 0))
         boot[end_rows] = values[end_rows]
         if len(end_rows):
-            now: dict[tuple[int, int, int], int] = {}
+            now: dict[tuple[int, tuple[int, int], int], int] = {}
             end_feats = []
             for i, sim in enumerate(vec.copies):
                 view = sim.view()
