@@ -57,7 +57,7 @@ Evaluate a trained run (from its last checkpoint, with its own config) or a regi
 baseline on held-out seeds, and write the evaluation record (JSON).
 
 arguments (key=value; values are parsed as YAML):
-  run_dir=<path>        a stamped run directory (outputs/runs/<env>/<algo>_<shield>/seed<k>/
+  run_dir=<path>        a stamped run directory (outputs/runs/<env>/<entry>_<shield>/seed<k>/
                         <stamp>) or its seed<k> folder: then the newest stamped run inside
                         that has a checkpoint (checkpoints/last.pt) is evaluated
   baseline=<name>       a registered heuristic (edgesched.baselines.list_baselines())
@@ -203,7 +203,7 @@ def resolve_run_dir(path: str | Path) -> tuple[Path, str | None]:
     if not runs:
         raise UsageError(
             f"run_dir={str(path)!r}: neither it nor a folder inside it holds {CHECKPOINT}; "
-            "give a run directory (outputs/runs/<env>/<algo>_<shield>/seed<k>/<stamp>) or "
+            "give a run directory (outputs/runs/<env>/<entry>_<shield>/seed<k>/<stamp>) or "
             "its seed<k> folder"
         )
     chosen = runs[-1]

@@ -90,7 +90,10 @@ def test_defaults_and_run_dir_layout():
     assert cfg.hydra.launcher._target_.endswith("JoblibLauncher")
     assert cfg.hydra.launcher.n_jobs == 2
     run_dir = OmegaConf.to_container(cfg.hydra.run, resolve=False)["dir"]
-    assert run_dir.startswith("${output_dir}/runs/${env.name}/${algo.name}_${shield.name}/seed")
+    # the entry name carries the variant: two variants started in one second never share it
+    assert run_dir.startswith(
+        "${output_dir}/runs/${env.name}/${edgesched_entry:${algo}}_${shield.name}/seed"
+    )
 
 
 def test_smoke_budget_is_tiny_and_paper_budget_is_long():

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from edgesched.experiment.io import atomic_write_bytes, atomic_write_json, write_jsonl
+from edgesched.experiment.io import (
+    atomic_write_bytes,
+    atomic_write_json,
+    create_text_exclusive,
+    write_jsonl,
+)
 
 
 @pytest.fixture
@@ -54,3 +59,36 @@ def test_failed_write_removes_its_temp_file(tmp_path):
     with pytest.raises(TypeError):
         atomic_write_bytes(target, object())  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
+
+
+def _claim(args: tuple[str, int]) -> str:
+    from edgesched.experiment.runner import _claim_new_run_dir
+
+    path, k = args
+    return str(_claim_new_run_dir(Path(path), f"run {k}\n", explicit=False))
+
+
+def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path):
+    """Hydra names a run directory by the second: two tapfinger variants started together
+    on the device once wrote into one folder. Each claim now creates config.yaml exclusively,
+    and a later claimant takes <stamp>-1, -2, ..."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    stamp = tmp_path / "seed0" / "20261127-162712"
+    with ProcessPoolExecutor(4) as pool:
+        dirs = list(pool.map(_claim, [(str(stamp), k) for k in range(8)]))
+    assert len(set(dirs)) == 8
+    assert sorted(Path(d).name for d in dirs) == sorted(
+        [stamp.name] + [f"{stamp.name}-{k}" for k in range(1, 8)]
+    )
+    texts = sorted((Path(d) / "config.yaml").read_text() for d in dirs)
+    assert texts == sorted(f"run {k}\n" for k in range(8))  # each whole, none overwritten
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_exclusive_create_publishes_whole_files_once(tmp_path):
+    p = tmp_path / "d" / "config.yaml"
+    assert create_text_exclusive(p, "first\n")
+    assert not create_text_exclusive(p, "second\n")
+    assert p.read_text() == "first\n"
+    assert [q.name for q in p.parent.iterdir()] == ["config.yaml"]  # no temp file left

@@ -158,6 +158,15 @@ def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path):
     )
 
 
+def test_a_new_run_never_overwrites_a_run_directory(tmp_path):
+    """A new run into an explicit run_dir that holds a run is refused, its files untouched."""
+    run(make_cfg(tmp_path / "r", total_env_steps=32))
+    before = {p: p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file()}
+    with pytest.raises(ExperimentConfigError, match=r"run_dir=.*already holds a run"):
+        run(make_cfg(tmp_path / "r", total_env_steps=32, seed=1))
+    assert {p: p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file()} == before
+
+
 def test_resume_refuses_a_different_config(tmp_path):
     run(make_cfg(tmp_path / "r", total_env_steps=32))
     other = make_cfg(tmp_path / "r", total_env_steps=32, resume=True)

@@ -394,6 +394,21 @@ def register_budget_resolver() -> None:
     OmegaConf.register_new_resolver("edgesched_benchmark_budget", budget, replace=True)
 
 
+def register_entry_resolver() -> None:
+    """Register ``${edgesched_entry:${algo}}``: a run's entry name (``name`` or ``name-variant``).
+
+    The run directories (``hydra.run.dir``) are named by it, so two variants of one
+    algorithm (``tapfinger`` and ``tapfinger-noattn``) never share a folder.
+    """
+
+    def entry(algo: Any) -> str:
+        from edgesched.experiment.schema import algo_label
+
+        return algo_label(algo)
+
+    OmegaConf.register_new_resolver("edgesched_entry", entry, replace=True)
+
+
 def register_configs() -> None:
     """Store the typed schemas in Hydra's ConfigStore and register the config resolvers.
 
@@ -402,3 +417,4 @@ def register_configs() -> None:
     store_schemas()
     register_help_resolvers()
     register_budget_resolver()
+    register_entry_resolver()

@@ -60,6 +60,33 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 
 
+def create_text_exclusive(path: str | Path, text: str) -> bool:
+    """Create ``path`` with ``text`` atomically, only if no file of that name exists.
+
+    The text is written to a temporary file first and published with a hard link, which
+    fails when ``path`` exists: a reader sees the whole file or none, and of two processes
+    creating the same path exactly one succeeds.
+
+    Returns:
+        True when this call created the file, False when it already existed.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = _create_temp(path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode())
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
 def to_jsonable(x: Any) -> Any:
     """Convert numpy scalars/arrays and non-finite floats (-> None) for strict JSON."""
     if isinstance(x, dict):

@@ -39,7 +39,14 @@ from edgesched.envs.handle import ScenarioHandle, resolve_scenario
 
 from .console import TrainingConsole
 from .evaluation import evaluate_scheduler, evaluate_trainer, make_record
-from .io import atomic_write_bytes, atomic_write_json, atomic_write_text, git_commit, write_jsonl
+from .io import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    create_text_exclusive,
+    git_commit,
+    write_jsonl,
+)
 from .schema import (
     ExperimentConfigError,
     algo_label,
@@ -237,6 +244,34 @@ def _resolve_run_dir(cfg: DictConfig) -> tuple[Path, str]:
     )
 
 
+def _claim_new_run_dir(run_dir: Path, config_yaml: str, explicit: bool) -> Path:
+    """Claim a directory for a new run by creating its ``config.yaml`` exclusively.
+
+    Two runs must never share a directory: their metrics, checkpoints and results would
+    interleave. Hydra names a run's directory by the second it started, so two runs of one
+    entry and seed started in the same second get the same one; the second to claim it takes
+    ``<stamp>-1`` (then ``-2``, ...). An explicit ``run_dir`` that already holds a run is
+    refused rather than overwritten.
+
+    Raises:
+        ExperimentConfigError: ``run_dir`` was given and already holds a run.
+    """
+    candidates = (
+        [run_dir]
+        if explicit
+        else [run_dir] + [run_dir.with_name(f"{run_dir.name}-{k}") for k in range(1, 1000)]
+    )
+    for path in candidates:
+        if create_text_exclusive(path / "config.yaml", config_yaml):
+            return path
+    if explicit:
+        raise ExperimentConfigError(
+            f"run_dir={str(run_dir)!r}: that directory already holds a run (its config.yaml); "
+            "resume it with resume=<run directory>, or pass another run_dir to train anew"
+        )
+    raise ExperimentConfigError(f"no free run directory next to {run_dir} after 1000 tries")
+
+
 def _remove_if_empty(path: Path | None) -> None:
     if path is not None and path.is_dir() and not any(path.iterdir()):
         path.rmdir()
@@ -398,6 +433,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         if mode == "new":
             _remove_if_empty(run_dir)  # an explicit run_dir that nothing went into
         raise
+    if mode == "new":
+        claimed = _claim_new_run_dir(
+            run_dir, OmegaConf.to_yaml(cfg, resolve=True), explicit=bool(cfg.run_dir)
+        )
+        run_dir, ckpt_path = claimed, claimed / CHECKPOINT
 
     per_update = int(exp.num_envs) * int(exp.rollout_steps)
     n_updates = whole_updates(int(exp.total_env_steps), per_update)
@@ -428,8 +468,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             tmp.unlink()
     if mode == "resume":
         write_jsonl(run_dir / "metrics.jsonl", metrics)  # drop lines after the checkpoint
-    else:
-        (run_dir / "metrics.jsonl").unlink(missing_ok=True)  # a restart's earlier attempt
+    elif mode == "restart":
+        (run_dir / "metrics.jsonl").unlink(missing_ok=True)  # the earlier attempt's
         atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     commit = git_commit()
 
