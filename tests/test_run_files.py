@@ -92,3 +92,18 @@ def test_exclusive_create_publishes_whole_files_once(tmp_path):
     assert not create_text_exclusive(p, "second\n")
     assert p.read_text() == "first\n"
     assert [q.name for q in p.parent.iterdir()] == ["config.yaml"]  # no temp file left
+
+
+def test_exclusive_create_without_hard_links(tmp_path, monkeypatch):
+    """Some file systems (FAT, some network mounts) refuse hard links: exclusive creation
+    still lets exactly one writer win."""
+
+    def no_links(src, dst):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    p = tmp_path / "config.yaml"
+    assert create_text_exclusive(p, "first\n")
+    assert not create_text_exclusive(p, "second\n")
+    assert p.read_text() == "first\n"
+    assert [q.name for q in tmp_path.iterdir()] == ["config.yaml"]

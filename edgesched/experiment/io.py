@@ -65,7 +65,8 @@ def create_text_exclusive(path: str | Path, text: str) -> bool:
 
     The text is written to a temporary file first and published with a hard link, which
     fails when ``path`` exists: a reader sees the whole file or none, and of two processes
-    creating the same path exactly one succeeds.
+    creating the same path exactly one succeeds. On a file system without hard links the
+    file is created exclusively and then written (exactly one creator still succeeds).
 
     Returns:
         True when this call created the file, False when it already existed.
@@ -82,6 +83,17 @@ def create_text_exclusive(path: str | Path, text: str) -> bool:
             os.link(tmp, path)
         except FileExistsError:
             return False
+        except OSError:
+            # a file system without hard links: exclusive creation still decides who wins,
+            # only a reader may see the file before its text is whole
+            try:
+                fd2 = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd2, "wb") as f:
+                f.write(text.encode())
+                f.flush()
+                os.fsync(f.fileno())
         return True
     finally:
         Path(tmp).unlink(missing_ok=True)
