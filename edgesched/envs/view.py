@@ -321,10 +321,11 @@ class ClusterView:
         """A key of the current episode: it changes at every reset.
 
         It is the simulator's uid and the episode's number among every episode the
-        simulator has begun in any of its copies. Both
-        travel with a pickled simulator, so a copy restored from a checkpoint has the key
-        it had when saved. Keys are unique among the simulators made in one process; an
-        unpickled simulator keeps the uid it was made with.
+        simulator has begun in any of its copies. Both travel with a pickled simulator, so
+        a copy restored from a checkpoint has the key it had when saved. Keys are unique
+        among the simulators made in one process; an unpickled simulator keeps the uid it
+        was made with, which a simulator made in another process may share: compare a key
+        only with keys of the same view.
         """
         return (self._sim.uid, int(self._sim._episode_no[self._b]))
 
