@@ -337,7 +337,7 @@ def test_a_simulator_pickled_by_an_earlier_version_resumes_identically():
     inv[real] = 1.0 / np.maximum(j_min[real], 1e-12)  # what earlier versions stored
     state["_inv_need_ext"] = inv
     del state["_scale_need_ext"], state["_nbr_safe_t"]
-    del state["_episode_no"], state["_episodes_begun"], state["uid"]
+    del state["_episode_no"], state["uid"]
     old = EdgeClusterSim.__new__(EdgeClusterSim)
     old.__setstate__(state)
     keys = [old.view(b).episode_key() for b in range(2)]

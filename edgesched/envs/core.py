@@ -176,7 +176,6 @@ class EdgeClusterSim(
         # saw; ids of workload objects did not (a freed workload's address is reused),
         # which made resumed RLPTO runs depend on the heap's layout.
         self.uid = next(_SIM_UIDS)
-        self._episodes_begun = 0
         self._episode_no = np.zeros(b, dtype=np.int64)
         self._adv_one, self._adv_none = np.ones(1, dtype=bool), np.zeros(1, dtype=bool)
         self._job_capacity = 0
@@ -200,7 +199,6 @@ class EdgeClusterSim(
             state["_nbr_safe_t"] = np.ascontiguousarray(state["_nbr_safe"].T)
         if "_episode_no" not in state:  # pickled before episode keys were counters
             state["_episode_no"] = -1 - np.arange(len(state["_wl"]), dtype=np.int64)
-            state["_episodes_begun"] = 0
             state["uid"] = next(_SIM_UIDS)
         self.__dict__.update(state)
 

@@ -153,8 +153,8 @@ class LayoutMixin:
         self._vis_ck[b] = (wl.vis_agent + a0) * self._key_span + self.j_key_of(self._vis_job[b])
         self._vis_ptr[b] = wl.vis_slot_ptr
         self._wl[b] = wl
-        self._episodes_begun += 1
-        self._episode_no[b] = self._episodes_begun
+        # numbers only grow, so the next one is the largest so far plus one
+        self._episode_no[b] = self._episode_no.max() + 1
 
     def j_key_of(self, jobs: np.ndarray) -> np.ndarray:
         """Queue key of ``jobs`` without aging: priority class, then arrival order."""

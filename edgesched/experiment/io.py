@@ -45,14 +45,19 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _create_temp(path)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        _write_fd(fd, data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _write_fd(fd: int, data: bytes) -> None:
+    """Write ``data`` to the open file ``fd``, flush it to disk and close it."""
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -73,12 +78,10 @@ def create_text_exclusive(path: str | Path, text: str) -> bool:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode()
     fd, tmp = _create_temp(path)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode())
-            f.flush()
-            os.fsync(f.fileno())
+        _write_fd(fd, data)
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -87,13 +90,9 @@ def create_text_exclusive(path: str | Path, text: str) -> bool:
             # a file system without hard links: exclusive creation still decides who wins,
             # only a reader may see the file before its text is whole
             try:
-                fd2 = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                _write_fd(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), data)
             except FileExistsError:
                 return False
-            with os.fdopen(fd2, "wb") as f:
-                f.write(text.encode())
-                f.flush()
-                os.fsync(f.fileno())
         return True
     finally:
         Path(tmp).unlink(missing_ok=True)

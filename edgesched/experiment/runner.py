@@ -256,12 +256,8 @@ def _claim_new_run_dir(run_dir: Path, config_yaml: str, explicit: bool) -> Path:
     Raises:
         ExperimentConfigError: ``run_dir`` was given and already holds a run.
     """
-    candidates = (
-        [run_dir]
-        if explicit
-        else [run_dir] + [run_dir.with_name(f"{run_dir.name}-{k}") for k in range(1, 1000)]
-    )
-    for path in candidates:
+    for k in range(1 if explicit else 1000):
+        path = run_dir.with_name(f"{run_dir.name}-{k}") if k else run_dir
         if create_text_exclusive(path / "config.yaml", config_yaml):
             return path
     if explicit:
@@ -433,11 +429,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         if mode == "new":
             _remove_if_empty(run_dir)  # an explicit run_dir that nothing went into
         raise
+    config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     if mode == "new":
-        claimed = _claim_new_run_dir(
-            run_dir, OmegaConf.to_yaml(cfg, resolve=True), explicit=bool(cfg.run_dir)
-        )
-        run_dir, ckpt_path = claimed, claimed / CHECKPOINT
+        run_dir = _claim_new_run_dir(run_dir, config_yaml, explicit=bool(cfg.run_dir))
+        ckpt_path = run_dir / CHECKPOINT
 
     per_update = int(exp.num_envs) * int(exp.rollout_steps)
     n_updates = whole_updates(int(exp.total_env_steps), per_update)
@@ -470,7 +465,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         write_jsonl(run_dir / "metrics.jsonl", metrics)  # drop lines after the checkpoint
     elif mode == "restart":
         (run_dir / "metrics.jsonl").unlink(missing_ok=True)  # the earlier attempt's
-        atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+        atomic_write_text(run_dir / "config.yaml", config_yaml)
     commit = git_commit()
 
     if entry.uses_budget:
