@@ -43,13 +43,14 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .errors import ConfigError
-from .node_eval import NodeEvaluationMixin
-from .sharing import GPU_EPS
+from .metrics import RUNNING
+from .node_kernel import checkpoint, evaluate_nodes, slot_rates
+from .sharing import GPU_EPS, node_outcome
 
 #: Catalog hardware tier -> measured GPU class (``None``: unmeasured). The T4 of the
 #: ``gpu_server`` tier is equated with the P100, as the catalog's speed factors do.
@@ -59,13 +60,6 @@ TIER_GPU_CLASS: dict[str, str | None] = {
     "v100_server": "v100",
     "jetson": None,
 }
-
-
-#: Up to this many dirty nodes per slot, nodes are evaluated one at a time (memoized, workers
-#: grouped in Python); beyond it the vectorized plan takes over. Measured on edge500 (one
-#: copy) and edge50 (32 copies): the two paths cost within 5% of each other at any count,
-#: the grouped one a little less up to about 64 (see ``NodeEvaluationMixin._grouped_nodes``).
-_FEW_NODES = 64
 
 
 @dataclass(frozen=True)
@@ -147,6 +141,45 @@ def colocation_table(model_names: tuple[str, ...]) -> ColocationTable:
     )
 
 
+class KernelTables(NamedTuple):
+    """A :class:`ColocationTable` as the contiguous arrays the compiled rule reads.
+
+    Attributes:
+        pair: (C, M, M) float64, ``ColocationTable.pair``.
+        fail: (C, M, M) bool, ``ColocationTable.fail``.
+        interleave: (K,) float64, ``ColocationTable.interleave``.
+        cpu_x: (M, P) each model's CPU-curve points, padded after its ``cpu_n`` points.
+        cpu_y: (M, P) the curve's values, padded likewise.
+        cpu_n: (M,) number of points of each model's curve.
+    """
+
+    pair: np.ndarray
+    fail: np.ndarray
+    interleave: np.ndarray
+    cpu_x: np.ndarray
+    cpu_y: np.ndarray
+    cpu_n: np.ndarray
+
+
+def kernel_tables(tab: ColocationTable) -> KernelTables:
+    """``tab`` as :class:`KernelTables` (ragged CPU curves padded with their last point)."""
+    n = np.array([len(x) for x in tab.cpu_x], dtype=np.int64)
+    width = int(n.max()) if len(n) else 1
+    cpu_x = np.zeros((len(n), width))
+    cpu_y = np.zeros((len(n), width))
+    for m, (x, y) in enumerate(zip(tab.cpu_x, tab.cpu_y, strict=True)):
+        cpu_x[m, : len(x)], cpu_x[m, len(x) :] = x, x[-1]
+        cpu_y[m, : len(y)], cpu_y[m, len(y) :] = y, y[-1]
+    return KernelTables(
+        pair=np.ascontiguousarray(tab.pair, dtype=np.float64),
+        fail=np.ascontiguousarray(tab.fail, dtype=np.bool_),
+        interleave=np.ascontiguousarray(tab.interleave, dtype=np.float64),
+        cpu_x=cpu_x,
+        cpu_y=cpu_y,
+        cpu_n=n,
+    )
+
+
 def node_gpu_class(tier_names: tuple[str, ...], tier: np.ndarray, classes: tuple[str, ...]):
     """(N,) index into ``classes`` of each node's GPU class; -1 where unmeasured."""
     per_tier = np.array(
@@ -159,7 +192,7 @@ def node_gpu_class(tier_names: tuple[str, ...], tier: np.ndarray, classes: tuple
     return per_tier[tier]
 
 
-class ColocationMixin(NodeEvaluationMixin):
+class ColocationMixin:
     """``collision_mode='measured'`` for :class:`~edgesched.envs.core.EdgeClusterSim`.
 
     State written: per-worker ``w_seq`` (placement order, set by ``place``), per-job
@@ -185,9 +218,7 @@ class ColocationMixin(NodeEvaluationMixin):
                 "'profile')"
             )
         self._coloc = colocation_table(self.model_names)
-        self._coloc_memo: dict[tuple[float, ...], tuple] = {}
-        self._pair_l = self._coloc.pair.tolist()
-        self._fail_l = self._coloc.fail.tolist()
+        self._coloc_k = kernel_tables(self._coloc)
         # one more entry than nodes, always False: indexed by a worker's node, padding (-1)
         # reads it, which saves masking the padding out on the hot path
         self._dirty_ext = np.zeros(self.num_agents + 1, dtype=bool)
@@ -195,7 +226,6 @@ class ColocationMixin(NodeEvaluationMixin):
         # defaults (rate 1, not shared, not starved). False is a promise (a calm dirty node
         # that is not slowed needs no write), True only a possibility.
         self._node_slowed = np.zeros(self.num_agents, dtype=bool)
-        self._pick_ext = np.zeros(self.num_agents + 1, dtype=bool)  # scratch, all False
         # whether some allocation level requests a fractional GPU (then any node may share)
         g = self._m_alloc[..., 1]
         self._frac_levels = bool((np.abs(g - np.round(g)) > GPU_EPS).any())
@@ -226,43 +256,83 @@ class ColocationMixin(NodeEvaluationMixin):
         keep their workers' stored rates. Crashes are decided on the placements as they
         stand; the survivors' rates are then computed without the crashed workers. Crashed
         jobs are released and re-queued. The slowdowns are ``None`` when nothing is slowed.
-        Up to ``_FEW_NODES`` dirty nodes go one at a time through the memo
-        (:meth:`_grouped_nodes`), more through the vectorized plan (:meth:`_sharing_plan`): one
-        rule in two forms, which ``tests/test_colocation.py`` checks give the same trajectory.
+        Each pass is one compiled call (:func:`~edgesched.envs.node_kernel.evaluate_nodes`).
         """
         dirty = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
         if dirty.any():
             self._rates_gen += 1  # every write of rates (and every crash) happens below
-            nodes = self.w_node[running]
-            if np.count_nonzero(dirty) <= _FEW_NODES:
-                running, recheck = self._grouped_nodes(running, nodes, adv_a)
-            else:
-                if not self._frac_levels:
-                    # a node within capacity (and whole-GPU requests) shares nothing: its
-                    # workers run at rate 1 and nothing crashes there (the plan would agree)
-                    calm = dirty & ~(self.used > self.capacity + GPU_EPS).any(axis=1)
-                    if calm.any():
-                        r, w = np.nonzero(calm[np.maximum(nodes, 0)] & (nodes >= 0))
-                        j = running[r]
-                        self.w_rate[j, w] = 1.0
-                        self.w_gshared[j, w] = False
-                        self.w_starved[j, w] = False
-                        self._node_slowed[calm] = False
-                        self._dirty_nodes[calm] = False
-                        dirty = dirty & ~calm
-                if dirty.any():
-                    running, recheck = self._planned_nodes(running, nodes, dirty, adv_a)
-                else:
-                    recheck = []
-            # crashes mark their jobs' other nodes dirty; those were evaluated too
+            crashed, recheck = self._evaluate_nodes(running, dirty, first=True)
+            if len(crashed):
+                self._crash(np.unique(crashed))
+                running = running[self.status[running] == RUNNING]
+                # the crashed jobs' other nodes are dirty now: evaluated with the rest
+                dirty = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
+                _, recheck = self._evaluate_nodes(running, dirty, first=False)
             if adv_a is None:
                 self._dirty_nodes.fill(False)
             else:
                 self._dirty_nodes[adv_a] = False
             # a failing pair that only the survivors' re-packing revealed: decided next slot
-            if recheck:
+            if len(recheck):
                 self._dirty_nodes[recheck] = True
         return self._slowdown(running)
+
+    def _evaluate_nodes(
+        self, running: np.ndarray, dirty: np.ndarray, first: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One pass of :func:`~edgesched.envs.node_kernel.evaluate_nodes` over bool ``dirty``.
+
+        Returns:
+            The jobs to crash (``first`` pass only) and the nodes to re-check next slot.
+        """
+        k = self._coloc_k
+        return evaluate_nodes(
+            dirty,
+            running,
+            self.w_node,
+            self.w_seq,
+            self.w_alloc,
+            self.j_model,
+            self.capacity,
+            self.used,
+            self._node_class,
+            self._node_slowed,
+            self._frac_levels,
+            first,
+            k.pair,
+            k.fail,
+            k.interleave,
+            k.cpu_x,
+            k.cpu_y,
+            k.cpu_n,
+            float(self.cfg.unmeasured_gpu_share),
+            self.w_rate,
+            self.w_gshared,
+            self.w_starved,
+        )
+
+    def _node_outcome(
+        self,
+        n: int,
+        models: np.ndarray | list[int],
+        alloc: np.ndarray | list[list[float]],
+    ) -> tuple[list[int], list[float], list[bool], bool]:
+        """What node ``n`` does to its workers (placement order): the reference rule.
+
+        :func:`~edgesched.envs.sharing.node_outcome` on node ``n``'s GPU class and capacity
+        (tests compare the simulator's stored rates with it).
+        """
+        cls = int(self._node_class[n])
+        tab = self._coloc
+        return node_outcome(
+            tab,
+            tab.pair[cls].tolist() if cls >= 0 else None,
+            tab.fail[cls].tolist() if cls >= 0 else None,
+            self.capacity[n],
+            models,
+            alloc,
+            self.cfg.unmeasured_gpu_share,
+        )
 
     def _slowdown(self, running: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Count shared and starved worker-slots of ``running``; their (R, W) slowdowns.
@@ -274,16 +344,24 @@ class ColocationMixin(NodeEvaluationMixin):
         if c is not None and c[0] is running and c[1] == self._rates_gen:
             shared, starved, slow = c[2], c[3], c[4]
         else:
-            shared = running[np.nonzero(self.w_gshared[running])[0]]
-            starved = running[np.nonzero(self.w_starved[running])[0]]
-            rate = self.w_rate[running]
-            slow = None if (rate == 1.0).all() else 1.0 / rate
+            shared, starved, slow, slowed = slot_rates(
+                running,
+                self.w_rate,
+                self.w_gshared,
+                self.w_starved,
+                self._job_capacity,
+                self.copies,
+            )
+            if not slowed:
+                slow = None
             self._slow_cache = (running, self._rates_gen, shared, starved, slow)
-        jc = self._job_capacity
-        if len(shared):
-            self._count("shared_gpu_slots", shared, jc)
-        if len(starved):
-            self._count("cpu_starved_slots", starved, jc)
+        cnt = self._cnt
+        if self.copies == 1:  # item updates: cheaper than (1,) array arithmetic
+            cnt["shared_gpu_slots"][0] += shared[0]
+            cnt["cpu_starved_slots"][0] += starved[0]
+        else:
+            cnt["shared_gpu_slots"] += shared
+            cnt["cpu_starved_slots"] += starved
         return running, slow
 
     def _mark_dirty(self, nodes: np.ndarray) -> None:
@@ -328,10 +406,10 @@ class ColocationMixin(NodeEvaluationMixin):
 
     def _checkpoint(self, running: np.ndarray) -> None:
         """Count a slot of running for each of ``running`` and checkpoint on the interval."""
-        slots = self.run_slots[running] + 1
-        self.run_slots[running] = slots
-        interval = self.cfg.checkpoint_interval
-        if interval:
-            due = running[slots % interval == 0]
-            if len(due):
-                self.ckpt_progress[due] = self.progress[due]
+        checkpoint(
+            running,
+            self.run_slots,
+            self.ckpt_progress,
+            self.progress,
+            int(self.cfg.checkpoint_interval),
+        )

@@ -197,6 +197,13 @@ class EdgeClusterSim(
             state["_scale_need_ext"] = need
         if "_nbr_safe_t" not in state and "_nbr_safe" in state:
             state["_nbr_safe_t"] = np.ascontiguousarray(state["_nbr_safe"].T)
+        if state.get("_coloc") is not None and "_coloc_k" not in state:
+            # pickled before the compiled node rule: its memo and list tables are gone
+            from .colocation import kernel_tables
+
+            for old in ("_coloc_memo", "_pair_l", "_fail_l", "_pick_ext"):
+                state.pop(old, None)
+            state["_coloc_k"] = kernel_tables(state["_coloc"])
         if "_episode_no" not in state:  # pickled before episode keys were counters
             state["_episode_no"] = -1 - np.arange(len(state["_wl"]), dtype=np.int64)
             state["uid"] = next(_SIM_UIDS)

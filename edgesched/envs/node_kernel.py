@@ -1,0 +1,462 @@
+"""Compiled evaluation of the dirty nodes under ``collision_mode="measured"`` (numba).
+
+:func:`evaluate_nodes` applies :func:`~edgesched.envs.sharing.node_outcome`'s rule to every
+node whose running workers changed, in one compiled call. The rule is the pure-Python
+``node_outcome`` (the readable reference); ``tests/test_node_kernel.py`` checks the two agree
+bit for bit on random configurations, and ``tests/test_colocation.py`` keeps the golden cases.
+
+Why compiled code: a node holds a few workers, so the rule is a few dozen scalar operations
+per node, and interpreted Python (or numpy's fixed cost per call on arrays of a few elements)
+made the measured model cost 0.7-0.8 of timeshare's steps/s; numba runs the rule at the cost
+of one call. Floating-point operations are kept in the reference's order (no fast-math, no
+contraction), so the results are the reference's to the bit: ``np.sum``'s pairwise order for
+the cores held and ``np.interp``'s formula for the CPU curves are reproduced below.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .sharing import GPU_EPS
+
+_EPS = GPU_EPS
+
+
+@njit(cache=True)
+def _block_sum(a: np.ndarray, s: int, n: int) -> float:  # pragma: no cover - compiled
+    """The pairwise summation numpy gives ``a[s:s + n]`` for ``n <= 128`` (one unrolled block)."""
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[s + i]
+        return res
+    r0, r1, r2, r3 = a[s], a[s + 1], a[s + 2], a[s + 3]
+    r4, r5, r6, r7 = a[s + 4], a[s + 5], a[s + 6], a[s + 7]
+    i = 8
+    stop = n - (n % 8)
+    while i < stop:
+        r0 += a[s + i]
+        r1 += a[s + i + 1]
+        r2 += a[s + i + 2]
+        r3 += a[s + i + 3]
+        r4 += a[s + i + 4]
+        r5 += a[s + i + 5]
+        r6 += a[s + i + 6]
+        r7 += a[s + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[s + i]
+        i += 1
+    return res
+
+
+@njit(cache=True)
+def np_sum(a: np.ndarray) -> float:  # pragma: no cover - compiled
+    """``float(np.sum(a))`` of a 1-D float64 array, bit for bit.
+
+    numpy's ``DOUBLE_pairwise_sum``: blocks of at most 128 summed by :func:`_block_sum`,
+    longer runs split in two (the first half a multiple of 8) and the halves added; the
+    reduction starts at 0. The split tree is walked with an explicit stack: numba's cache
+    cannot hold a self-recursive function (a cached one crashed the process on reload).
+    """
+    n = a.shape[0]
+    if n <= 128:
+        return 0.0 + _block_sum(a, 0, n)
+    # frames (start, length, children done); depth <= log2(n) levels of 2 frames each
+    st_s = np.empty(130, dtype=np.int64)
+    st_n = np.empty(130, dtype=np.int64)
+    st_done = np.zeros(130, dtype=np.bool_)
+    vals = np.empty(66)
+    top, nv = 1, 0
+    st_s[0], st_n[0], st_done[0] = 0, n, False
+    while top > 0:
+        top -= 1
+        s, m, done = st_s[top], st_n[top], st_done[top]
+        if m <= 128:
+            vals[nv] = _block_sum(a, s, m)
+            nv += 1
+        elif done:
+            vals[nv - 2] = vals[nv - 2] + vals[nv - 1]
+            nv -= 1
+        else:
+            n2 = m // 2
+            n2 -= n2 % 8
+            st_s[top], st_n[top], st_done[top] = s, m, True  # combine after both halves
+            st_s[top + 1], st_n[top + 1], st_done[top + 1] = s + n2, m - n2, False
+            st_s[top + 2], st_n[top + 2], st_done[top + 2] = s, n2, False  # first half first
+            top += 3
+    return 0.0 + vals[0]
+
+
+@njit(cache=True)
+def interp1(x: float, xp: np.ndarray, fp: np.ndarray, n: int) -> float:  # pragma: no cover
+    """``np.interp(x, xp[:n], fp[:n])`` for one point, bit for bit (numpy's arr_interp)."""
+    if x < xp[0]:
+        return fp[0]
+    if x >= xp[n - 1]:
+        return fp[n - 1]
+    lo, hi = 0, n - 1  # xp[lo] <= x < xp[hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if xp[mid] <= x:
+            lo = mid
+        else:
+            hi = mid
+    j = lo
+    if xp[j] == x:
+        return fp[j]
+    slope = (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j])
+    res = slope * (x - xp[j]) + fp[j]
+    if math.isnan(res):
+        res = slope * (x - xp[j + 1]) + fp[j + 1]
+        if math.isnan(res) and fp[j] == fp[j + 1]:
+            res = fp[j]
+    return res
+
+
+@njit(cache=True)
+def _occupants(
+    g: np.ndarray, live: np.ndarray, gpus: int, occ: np.ndarray, cnt: np.ndarray
+):  # pragma: no cover
+    """:func:`~edgesched.envs.sharing.gpu_occupants` of the live workers among themselves.
+
+    Fills ``occ[r, :cnt[r]]`` with the positions (in ``g``) of the workers on GPU ``r``, in
+    placement order.
+    """
+    cnt[:] = 0
+    o = 0.0
+    for i in range(g.shape[0]):
+        if not live[i]:
+            continue
+        gi = g[i]
+        if gi > _EPS:
+            first = math.floor(o + _EPS)
+            last = math.ceil(o + gi - _EPS) - 1
+            for cell in range(first, max(last, first) + 1):
+                r = cell % gpus
+                c = cnt[r]
+                if c == 0 or occ[r, c - 1] != i:
+                    occ[r, c] = i
+                    cnt[r] = c + 1
+        o += gi
+
+
+@njit(cache=True)
+def node_rule(
+    cls: int,
+    cap: np.ndarray,
+    models: np.ndarray,
+    alloc: np.ndarray,
+    pair: np.ndarray,
+    fail: np.ndarray,
+    interleave: np.ndarray,
+    cpu_x: np.ndarray,
+    cpu_y: np.ndarray,
+    cpu_n: np.ndarray,
+    unmeasured_share: float,
+    rate: np.ndarray,
+    shared: np.ndarray,
+    crash: np.ndarray,
+) -> tuple[int, bool]:  # pragma: no cover - compiled
+    """:func:`~edgesched.envs.sharing.node_outcome` of one node, into preallocated arrays.
+
+    Writes each worker's ``rate`` and ``shared`` flag and the crash positions (newest first)
+    into ``crash``.
+
+    Returns:
+        The number of crashes and whether the node's cores are oversubscribed.
+    """
+    k_all = models.shape[0]
+    gpus = int(np.rint(cap[1]))
+    mem_cap = cap[2] + _EPS
+    alive = np.empty(k_all, dtype=np.bool_)
+    used = 0.0
+    for i in range(k_all):
+        used += alloc[i, 2]
+        alive[i] = used <= mem_cap
+    n_crash = 0
+    for i in range(k_all - 1, -1, -1):
+        if not alive[i]:
+            crash[n_crash] = i
+            n_crash += 1
+    g = alloc[:, 1].copy()
+    occ = np.empty((max(gpus, 1), k_all), dtype=np.int64)
+    cnt = np.zeros(max(gpus, 1), dtype=np.int64)
+    everyone = np.ones(k_all, dtype=np.bool_)
+    if gpus > 0:
+        _occupants(g, everyone, gpus, occ, cnt)
+    multi = False
+    for r in range(gpus):
+        if cnt[r] > 1:
+            multi = True
+    if cls >= 0 and gpus > 0 and multi:
+        # while a GPU of the live workers (packed among themselves) holds a failing pair,
+        # the newest worker on the first such GPU crashes
+        occ_l = np.empty_like(occ)
+        cnt_l = np.zeros_like(cnt)
+        while True:
+            n_live = 0
+            for i in range(k_all):
+                if alive[i]:
+                    n_live += 1
+            if n_live < 2:
+                break
+            if n_live < k_all:
+                _occupants(g, alive, gpus, occ_l, cnt_l)
+                o_use, c_use = occ_l, cnt_l
+            else:
+                o_use, c_use = occ, cnt
+            victim = -1
+            for r in range(gpus):
+                c = c_use[r]
+                if c < 2:
+                    continue
+                bad = False
+                for x in range(c):
+                    for y in range(c):
+                        if x != y and fail[cls, models[o_use[r, x]], models[o_use[r, y]]]:
+                            bad = True
+                if bad:
+                    victim = o_use[r, c - 1]
+                    break
+            if victim < 0:
+                break
+            crash[n_crash] = victim
+            n_crash += 1
+            alive[victim] = False
+    for i in range(k_all):
+        rate[i] = 1.0
+        shared[i] = False
+    for r in range(gpus):
+        k = cnt[r]
+        if k < 2:
+            continue
+        mult = interleave[min(k, interleave.shape[0]) - 1]
+        for x in range(k):
+            i = occ[r, x]
+            if cls < 0:
+                ri = unmeasured_share / (k * mult)
+            elif k == 2:
+                a, b = models[occ[r, 0]], models[occ[r, 1]]
+                ri = pair[cls, a, b] if x == 0 else pair[cls, b, a]
+            else:
+                ri = 1.0 / (k * mult)
+            rate[i] = min(rate[i], ri)
+            shared[i] = True
+    held = np_sum(alloc[:, 0].copy())
+    starved = held > cap[0] + _EPS
+    if starved:
+        share = cap[0] / held
+        for i in range(k_all):
+            m = models[i]
+            per_gpu = alloc[i, 0] / max(alloc[i, 1], 1.0)
+            full = interp1(per_gpu, cpu_x[m], cpu_y[m], cpu_n[m])
+            rate[i] *= interp1(per_gpu * share, cpu_x[m], cpu_y[m], cpu_n[m]) / max(full, 1e-12)
+    for i in range(k_all):
+        rate[i] = max(rate[i], 1e-12)
+    return n_crash, starved
+
+
+@njit(cache=True)
+def evaluate_nodes(
+    dirty: np.ndarray,
+    running: np.ndarray,
+    w_node: np.ndarray,
+    w_seq: np.ndarray,
+    w_alloc: np.ndarray,
+    j_model: np.ndarray,
+    capacity: np.ndarray,
+    used: np.ndarray,
+    node_class: np.ndarray,
+    node_slowed: np.ndarray,
+    frac_levels: bool,
+    first: bool,
+    pair: np.ndarray,
+    fail: np.ndarray,
+    interleave: np.ndarray,
+    cpu_x: np.ndarray,
+    cpu_y: np.ndarray,
+    cpu_n: np.ndarray,
+    unmeasured_share: float,
+    w_rate: np.ndarray,
+    w_gshared: np.ndarray,
+    w_starved: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Outcomes of the ``dirty`` nodes (bool, per node) for the ``running`` jobs' workers.
+
+    A dirty node within capacity (whole-GPU requests only, no fractional levels) shares
+    nothing: its workers run at rate 1, which needs writing only where ``node_slowed`` says
+    a worker may hold something else. Every other dirty node's workers, in placement order
+    (``w_seq``), go through :func:`node_rule`. Every evaluated worker's rate and flags are
+    stored, and ``node_slowed`` is updated, unless this is a slot's ``first`` pass and some
+    job must crash: then nothing is written, and the caller crashes those jobs and evaluates
+    the dirty nodes again without them.
+
+    Returns:
+        ``(crashed, recheck)``: the jobs to crash (``first`` pass only; a job may appear
+        twice) and the nodes whose outcome holds a crash.
+    """
+    n_nodes = dirty.shape[0]
+    todo = np.zeros(n_nodes, dtype=np.bool_)
+    calm = np.zeros(n_nodes, dtype=np.bool_)
+    any_todo = False
+    for n in range(n_nodes):
+        if not dirty[n]:
+            continue
+        c = not frac_levels
+        if c:
+            for d in range(3):
+                if used[n, d] > capacity[n, d] + _EPS:
+                    c = False
+        calm[n] = c
+        if node_slowed[n] or not c:
+            todo[n] = True
+            any_todo = True
+    none = np.empty(0, dtype=np.int64)
+    if not any_todo:
+        return none, none
+    n_w = w_node.shape[1]
+    count = np.zeros(n_nodes + 1, dtype=np.int64)
+    for r in range(running.shape[0]):
+        j = running[r]
+        for w in range(n_w):
+            n = w_node[j, w]
+            if n >= 0 and todo[n]:
+                count[n + 1] += 1
+    start = np.cumsum(count)  # start[n]: first slot of node n's workers
+    total = start[n_nodes]
+    wj = np.empty(total, dtype=np.int64)
+    ww = np.empty(total, dtype=np.int64)
+    fill = start[:n_nodes].copy()
+    for r in range(running.shape[0]):
+        j = running[r]
+        for w in range(n_w):
+            n = w_node[j, w]
+            if n >= 0 and todo[n]:
+                p = fill[n]
+                # insertion by placement order (a node holds a few workers)
+                while p > start[n] and w_seq[wj[p - 1], ww[p - 1]] > w_seq[j, w]:
+                    wj[p] = wj[p - 1]
+                    ww[p] = ww[p - 1]
+                    p -= 1
+                wj[p] = j
+                ww[p] = w
+                fill[n] += 1
+    rate = np.ones(total)
+    shared = np.zeros(total, dtype=np.bool_)
+    starved = np.zeros(total, dtype=np.bool_)
+    slowed = np.zeros(n_nodes, dtype=np.bool_)
+    crashed = np.empty(total, dtype=np.int64)
+    n_crashed = 0
+    recheck = np.empty(n_nodes, dtype=np.int64)
+    n_recheck = 0
+    cap = np.empty(3)
+    for n in range(n_nodes):
+        s, e = start[n], start[n + 1]
+        if not todo[n] or calm[n] or e == s:
+            continue
+        k = e - s
+        models = np.empty(k, dtype=np.int64)
+        alloc = np.empty((k, 3))
+        for x in range(k):
+            models[x] = j_model[wj[s + x]]
+            for d in range(3):
+                alloc[x, d] = w_alloc[wj[s + x], ww[s + x], d]
+        for d in range(3):
+            cap[d] = capacity[n, d]
+        crash = np.empty(k, dtype=np.int64)
+        n_c, st = node_rule(
+            node_class[n],
+            cap,
+            models,
+            alloc,
+            pair,
+            fail,
+            interleave,
+            cpu_x,
+            cpu_y,
+            cpu_n,
+            unmeasured_share,
+            rate[s:e],
+            shared[s:e],
+            crash,
+        )
+        if n_c:
+            recheck[n_recheck] = n
+            n_recheck += 1
+            if first:
+                for x in range(n_c):
+                    crashed[n_crashed] = wj[s + crash[x]]
+                    n_crashed += 1
+        sl = st
+        for x in range(s, e):
+            starved[x] = st
+            if shared[x] or rate[x] != 1.0:
+                sl = True
+        slowed[n] = sl
+    if n_crashed == 0:
+        for x in range(total):
+            w_rate[wj[x], ww[x]] = rate[x]
+            w_gshared[wj[x], ww[x]] = shared[x]
+            w_starved[wj[x], ww[x]] = starved[x]
+        for n in range(n_nodes):
+            if todo[n]:
+                node_slowed[n] = slowed[n]
+    return crashed[:n_crashed], recheck[:n_recheck]
+
+
+@njit(cache=True)
+def slot_rates(
+    running: np.ndarray,
+    w_rate: np.ndarray,
+    w_gshared: np.ndarray,
+    w_starved: np.ndarray,
+    per: int,
+    copies: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:  # pragma: no cover - compiled
+    """The ``running`` jobs' stored rates as (R, W) slowdowns, and per-copy flag counts.
+
+    Returns:
+        ``(shared, starved, slow, slowed)``: (copies,) workers sharing a GPU and workers on
+        an oversubscribed node per copy (``per`` job ids a copy), ``1 / rate`` of every
+        worker slot, and whether any rate differs from 1.
+    """
+    n_w = w_rate.shape[1]
+    shared = np.zeros(copies, dtype=np.int64)
+    starved = np.zeros(copies, dtype=np.int64)
+    slow = np.empty((running.shape[0], n_w))
+    slowed = False
+    for r in range(running.shape[0]):
+        j = running[r]
+        b = j // per
+        for w in range(n_w):
+            x = w_rate[j, w]
+            slow[r, w] = 1.0 / x
+            if x != 1.0:
+                slowed = True
+            if w_gshared[j, w]:
+                shared[b] += 1
+            if w_starved[j, w]:
+                starved[b] += 1
+    return shared, starved, slow, slowed
+
+
+@njit(cache=True)
+def checkpoint(
+    running: np.ndarray,
+    run_slots: np.ndarray,
+    ckpt_progress: np.ndarray,
+    progress: np.ndarray,
+    interval: int,
+) -> None:  # pragma: no cover - compiled
+    """Count a slot of running for each of ``running``; checkpoint every ``interval`` slots."""
+    for r in range(running.shape[0]):
+        j = running[r]
+        s = run_slots[j] + 1
+        run_slots[j] = s
+        if interval and s % interval == 0:
+            ckpt_progress[j] = progress[j]

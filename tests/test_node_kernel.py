@@ -1,0 +1,296 @@
+"""The compiled node rule (``envs/node_kernel.py``) against its plain-Python reference.
+
+``sharing.node_outcome`` is the readable form of what an overloaded node does under
+``collision_mode='measured'``; the simulator runs ``node_kernel``'s compiled form. These
+tests hold the two equal bit for bit (so the committed records and trajectory hashes do
+not depend on which form ran), check numpy's summation and interpolation orders are
+reproduced, that a slot's first pass writes nothing when a job must crash, that an old
+pickle resumes, and that the on-disk compile cache reloads in a fresh process.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import edgesched
+from edgesched.envs.colocation import colocation_table, kernel_tables, load_colocation
+from edgesched.envs.node_kernel import evaluate_nodes, interp1, node_rule, np_sum
+from edgesched.envs.sharing import node_outcome
+
+#: every model of the committed measured table
+MODELS = tuple(load_colocation()["models"])
+
+
+@pytest.fixture(scope="module")
+def tables():
+    tab = colocation_table(MODELS)
+    return tab, kernel_tables(tab)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=0, max_size=300))
+def test_np_sum_is_numpys_sum_bit_for_bit(x):
+    a = np.asarray(x, dtype=np.float64)
+    assert np_sum(a) == float(np.sum(a))
+
+
+@pytest.mark.parametrize("n", [127, 128, 129, 255, 256, 1000, 4099, 100_003])
+def test_np_sum_splits_long_runs_as_numpy_does(n):
+    a = np.random.default_rng(n).random(n) * 10.0 ** np.random.default_rng(1).uniform(-3, 6, n)
+    assert np_sum(a) == float(np.sum(a))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    xs=st.lists(st.floats(0.0, 20.0), min_size=2, max_size=10, unique=True),
+    ys=st.lists(st.floats(0.0, 3.0), min_size=10, max_size=10),
+    x=st.floats(-1.0, 25.0),
+    dup=st.booleans(),
+)
+def test_interp1_is_numpys_interp_bit_for_bit(xs, ys, x, dup):
+    xp = np.sort(np.asarray(xs))
+    if dup:  # a repeated point, as a measured curve may hold
+        xp = np.sort(np.append(xp[:-1], xp[0]))
+    fp = np.asarray(ys[: len(xp)])
+    for v in (x, float(xp[0]), float(xp[-1]), float(xp[len(xp) // 2])):
+        assert interp1(v, xp, fp, len(xp)) == float(np.interp(v, xp, fp))
+
+
+def test_interp1_reads_only_the_curves_points(tables):
+    tab, k = tables
+    for m in range(len(tab.cpu_x)):
+        for v in np.linspace(0.0, 12.0, 97):
+            got = interp1(float(v), k.cpu_x[m], k.cpu_y[m], int(k.cpu_n[m]))
+            assert got == float(tab.cpu_rate(m, float(v)))
+
+
+workers = st.lists(
+    st.tuples(
+        st.integers(0, len(MODELS) - 1),
+        st.integers(0, 12),  # cores
+        st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0]),  # GPUs
+        st.integers(1, 40),  # memory
+    ),
+    min_size=1,
+    max_size=9,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    ws=workers,
+    cls=st.integers(-1, 2),
+    cap=st.tuples(st.integers(1, 32), st.integers(0, 4), st.integers(8, 96)),
+    share=st.sampled_from([0.5, 1.0]),
+)
+def test_node_rule_equals_the_reference(tables, ws, cls, cap, share):
+    tab, k = tables
+    models = np.array([w[0] for w in ws], dtype=np.int64)
+    alloc = np.array([[w[1], w[2], w[3]] for w in ws], dtype=np.float64)
+    capa = np.array(cap, dtype=np.float64)
+    want = node_outcome(
+        tab,
+        tab.pair[cls].tolist() if cls >= 0 else None,
+        tab.fail[cls].tolist() if cls >= 0 else None,
+        capa,
+        models,
+        alloc,
+        share,
+    )
+    rate = np.empty(len(ws))
+    shared = np.empty(len(ws), dtype=bool)
+    crash = np.empty(len(ws), dtype=np.int64)
+    n_crash, starved = node_rule(
+        cls, capa, models, alloc, k.pair, k.fail, k.interleave, k.cpu_x, k.cpu_y, k.cpu_n,
+        share, rate, shared, crash,
+    )  # fmt: skip
+    assert crash[:n_crash].tolist() == want[0]
+    assert rate.tolist() == want[1]
+    assert shared.tolist() == want[2]
+    assert starved == want[3]
+
+
+def test_node_rule_covers_the_failing_pair_and_memory_cases(tables):
+    """The reference's branches, by construction (hypothesis may miss the rare ones)."""
+    tab, k = tables
+    k80 = tab.classes.index("k80")
+    imagenet = MODELS.index("imagenet")
+    assert tab.fail[k80, imagenet, imagenet]
+    cases = [
+        # three imagenet workers on 2 GPUs of a k80 node: a failing pair, then re-packed
+        (k80, (16, 2, 64), [imagenet] * 3, [[2, 1, 4]] * 3),
+        # memory over capacity crashes the newest first
+        (k80, (16, 2, 10), [0, 1, 2], [[2, 1, 4]] * 3),
+        # cores oversubscribed on an unmeasured board with fractional GPUs
+        (-1, (4, 1, 64), [0, 2, 0], [[3, 0.5, 4], [3, 0.5, 4], [3, 1, 4]]),
+    ]
+    for cls, cap, m, a in cases:
+        models, alloc, capa = np.array(m), np.array(a, dtype=float), np.array(cap, float)
+        want = node_outcome(
+            tab,
+            tab.pair[cls].tolist() if cls >= 0 else None,
+            tab.fail[cls].tolist() if cls >= 0 else None,
+            capa,
+            models,
+            alloc,
+            1.0,
+        )
+        rate, shared = np.empty(len(m)), np.empty(len(m), dtype=bool)
+        crash = np.empty(len(m), dtype=np.int64)
+        n, starved = node_rule(
+            cls, capa, models, alloc, k.pair, k.fail, k.interleave, k.cpu_x, k.cpu_y,
+            k.cpu_n, 1.0, rate, shared, crash,
+        )  # fmt: skip
+        assert (crash[:n].tolist(), rate.tolist(), shared.tolist(), starved) == want
+    assert len(node_outcome(tab, tab.pair[k80].tolist(), tab.fail[k80].tolist(),
+                            np.array([16.0, 2, 10]), np.array([0, 1, 2]),
+                            np.array([[2, 1, 4.0]] * 3), 1.0)[0]) == 1  # fmt: skip
+
+
+def _busy_sim(scenario: str = "edge50-highload", steps: int = 120):
+    sim = edgesched.make_batched(scenario, 1)
+    sim.reset(seeds=[4])
+    rng = np.random.default_rng(2)
+    for _ in range(steps):
+        act = (rng.random(sim.mask.shape) * sim.mask).argmax(axis=1)
+        sim.step(act.reshape(1, -1))
+    return sim
+
+
+def test_first_pass_writes_nothing_when_a_job_must_crash():
+    """Crashes are decided on the placements as they stand; the survivors' rates come in a
+    second pass. A first pass that finds a crash must leave every rate and flag as it was;
+    the second writes and names the node for a re-check."""
+    sim = _busy_sim()
+    j = int(sim.running[0])
+    n = int(sim.w_node[j, 0])
+    # the job's first worker now holds twice its node's memory: its job must crash
+    extra = float(sim.capacity[n, 2]) * 2 - sim.w_alloc[j, 0, 2]
+    sim.w_alloc[j, 0, 2] += extra
+    sim.used[n, 2] += extra  # over capacity: the node is not calm
+    sim.w_rate[:] = 0.5  # a value no evaluation writes, so any write shows
+    slowed = sim._node_slowed.copy()
+    dirty = np.zeros(sim.num_agents, dtype=bool)
+    dirty[n] = True
+    crashed, recheck = sim._evaluate_nodes(sim.running, dirty, first=True)
+    assert j in crashed.tolist() and recheck.tolist() == [n]
+    assert (sim.w_rate == 0.5).all()
+    np.testing.assert_array_equal(sim._node_slowed, slowed)
+    crashed, recheck = sim._evaluate_nodes(sim.running, dirty, first=False)
+    assert len(crashed) == 0 and recheck.tolist() == [n]
+    assert (sim.w_rate[sim.w_node == n] != 0.5).all()
+
+
+def test_evaluate_nodes_equals_the_reference_node_by_node():
+    """Every dirty node's stored rates after one pass are the reference's, in placement
+    order; nodes not dirty keep what they held."""
+    sim = _busy_sim("edge50", 200)
+    tab = sim._coloc
+    dirty = np.zeros(sim.num_agents, dtype=bool)
+    dirty[::2] = True
+    held = sim.w_rate.copy()
+    crashed, _ = sim._evaluate_nodes(sim.running, dirty, first=False)
+    assert len(crashed) == 0
+    checked = 0
+    for n in range(sim.num_agents):
+        r, w = np.nonzero(sim.w_node[sim.running] == n)
+        if not len(r):
+            continue
+        jobs = sim.running[r]
+        order = np.argsort(sim.w_seq[jobs, w], kind="stable")
+        jobs, w = jobs[order], w[order]
+        if not dirty[n]:
+            np.testing.assert_array_equal(sim.w_rate[jobs, w], held[jobs, w])
+            continue
+        cls = int(sim._node_class[n])
+        _, rate, shared, starved = node_outcome(
+            tab,
+            tab.pair[cls].tolist() if cls >= 0 else None,
+            tab.fail[cls].tolist() if cls >= 0 else None,
+            sim.capacity[n],
+            sim.j_model[jobs],
+            sim.w_alloc[jobs, w],
+            sim.cfg.unmeasured_gpu_share,
+        )
+        calm = (sim.used[n] <= sim.capacity[n] + 1e-9).all()
+        if calm:  # within capacity, whole GPUs: rate 1 (written only if it was slowed)
+            assert (sim.w_rate[jobs, w] == 1.0).all() or not sim._node_slowed[n]
+            continue
+        assert sim.w_rate[jobs, w].tolist() == rate
+        assert sim.w_gshared[jobs, w].tolist() == shared
+        assert (sim.w_starved[jobs, w] == starved).all()
+        checked += 1
+    assert checked > 3
+
+
+def test_a_simulator_pickled_before_the_compiled_rule_resumes_identically():
+    """Checkpoints hold pickled simulators; one from before the compiled rule carries the
+    memo and list tables instead of ``_coloc_k`` and must continue exactly."""
+    sim = _busy_sim("edge50-highload", 60)
+    state = pickle.loads(pickle.dumps(sim)).__dict__
+    old = dict(state)
+    old.pop("_coloc_k")
+    old.update(_coloc_memo={}, _pair_l=[], _fail_l=[], _pick_ext=np.zeros(3, dtype=bool))
+    resumed = type(sim).__new__(type(sim))
+    resumed.__setstate__(old)
+    assert "_coloc_memo" not in resumed.__dict__
+    twin = pickle.loads(pickle.dumps(sim))
+    rng = np.random.default_rng(9)
+    for _ in range(80):
+        act = (rng.random(twin.mask.shape) * twin.mask).argmax(axis=1).reshape(1, -1)
+        a, b = twin.step(act)[0], resumed.step(act)[0]
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(twin.w_rate, resumed.w_rate)
+    np.testing.assert_array_equal(twin.progress, resumed.progress)
+
+
+def test_the_compile_cache_reloads_in_a_fresh_process(tmp_path):
+    """numba caches the compiled rule on disk; a second process must load it and run.
+
+    A self-recursive function crashed the process when loaded from numba's cache (why
+    ``np_sum`` walks its split tree with a stack): this runs the kernels twice, each time
+    in a new interpreter, against one empty cache directory.
+    """
+    code = (
+        "import numpy as np, edgesched\n"
+        "from edgesched.envs.node_kernel import np_sum\n"
+        "assert np_sum(np.arange(1000.0)) == float(np.sum(np.arange(1000.0)))\n"
+        "sim = edgesched.make_batched('edge50-highload', 1); sim.reset(seeds=[0])\n"
+        "rng = np.random.default_rng(0)\n"
+        "for _ in range(150):\n"
+        "    a = (rng.random(sim.mask.shape) * sim.mask).argmax(axis=1)\n"
+        "    sim.step(a.reshape(1, -1))\n"
+        "print(int(sim.episode_metrics(0)['crashes']), float(sim.progress.sum()))\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = [
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        for _ in range(2)
+    ]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert runs[0].stdout == runs[1].stdout
+    assert any(p.suffix == ".nbi" for p in tmp_path.rglob("*"))
+
+
+def test_evaluate_nodes_with_nothing_dirty_changes_nothing():
+    sim = _busy_sim("edge10", 50)
+    before = sim.w_rate.copy(), sim._node_slowed.copy()
+    k = sim._coloc_k
+    crashed, recheck = evaluate_nodes(
+        np.zeros(sim.num_agents, dtype=bool), sim.running, sim.w_node, sim.w_seq,
+        sim.w_alloc, sim.j_model, sim.capacity, sim.used, sim._node_class,
+        sim._node_slowed, sim._frac_levels, True, k.pair, k.fail, k.interleave, k.cpu_x,
+        k.cpu_y, k.cpu_n, 1.0, sim.w_rate, sim.w_gshared, sim.w_starved,
+    )  # fmt: skip
+    assert len(crashed) == 0 and len(recheck) == 0
+    np.testing.assert_array_equal(sim.w_rate, before[0])
+    np.testing.assert_array_equal(sim._node_slowed, before[1])
