@@ -18,7 +18,8 @@ Usage::
         # the batched path at more copy counts, each against the same run's one copy
     python benchmarks/env_throughput.py --out benchmarks/results   # also env_throughput.md
     python benchmarks/env_throughput.py --scenarios edge50 --collision-modes timeshare measured
-        # each scenario under each mode, relative to the first (env_throughput_modes.md)
+        # each scenario under each mode, relative to the first (env_throughput_modes.md);
+        # the modes are measured in alternating windows, so the ratio survives drift
 
 The batched path runs ``--copies`` copies (default: :func:`default_copies`, e.g. 32 for
 edge50 and 64 for tapfinger-hetero6).
@@ -31,6 +32,8 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -57,19 +60,23 @@ def _best_rate(windows: list[tuple[int, float]], agents: int) -> tuple[float, fl
     return steps / busy, steps * agents / busy
 
 
-def bench_array(
-    name: str, seconds: float, windows: int, seed: int = 0, **overrides: object
-) -> tuple[float, float]:
+def array_windows(
+    name: str, window: float, seed: int = 0, **overrides: object
+) -> Iterator[tuple[int, float]]:
+    """The array fast path, one measurement window (``window`` s of wall time) per item.
+
+    Yields ``(steps, busy seconds)``; the environment carries on between windows, so windows
+    of several set-ups can be interleaved (``--collision-modes``).
+    """
     env = edgesched.make_parallel(name, **overrides)
     sim: EdgeClusterSim = env.sim
     rng = np.random.default_rng(seed)
     ep = 0
     sim.reset(seed=ep)
-    results = []
-    for _ in range(windows):
+    while True:
         steps, busy = 0, 0.0
         wall = time.perf_counter()
-        while time.perf_counter() - wall < seconds / windows:
+        while time.perf_counter() - wall < window:
             act = random_masked(rng, sim.mask)
             t0 = time.perf_counter()
             if sim.terminated or sim.truncated:
@@ -79,8 +86,7 @@ def bench_array(
             sim.step(act)
             busy += time.perf_counter() - t0
             steps += 1
-        results.append((steps, busy))
-    return _best_rate(results, sim.num_agents)
+        yield steps, busy
 
 
 def default_copies(agents: int) -> int:
@@ -92,19 +98,18 @@ def default_copies(agents: int) -> int:
     return 1 << int(np.log2(min(64, max(1, 2048 // agents))))
 
 
-def bench_batched(
-    name: str, seconds: float, windows: int, copies: int, seed: int = 0, **overrides: object
-) -> tuple[float, float]:
-    """Batched steps/s and agent-decisions/s (all copies' agents count)."""
+def batched_windows(
+    name: str, window: float, copies: int, seed: int = 0, **overrides: object
+) -> Iterator[tuple[int, float]]:
+    """The batched array path (``copies`` copies), one window per item (see array_windows)."""
     sim: BatchedSim = edgesched.make_batched(name, copies, **overrides)
     rng = np.random.default_rng(seed)
     sim.reset(seeds=list(range(copies)))
     next_seed = copies
-    results = []
-    for _ in range(windows):
+    while True:
         steps, busy = 0, 0.0
         wall = time.perf_counter()
-        while time.perf_counter() - wall < seconds / windows:
+        while time.perf_counter() - wall < window:
             mask = sim.mask
             act = random_masked(rng, mask).reshape(copies, sim.agents_per_copy)
             t0 = time.perf_counter()
@@ -115,23 +120,22 @@ def bench_batched(
                 next_seed += len(done)
             busy += time.perf_counter() - t0
             steps += 1
-        results.append((steps, busy))
-    return _best_rate(results, sim.num_agents)
+        yield steps, busy
 
 
-def bench_dict(
-    name: str, seconds: float, windows: int, seed: int = 0, **overrides: object
-) -> tuple[float, float]:
+def dict_windows(
+    name: str, window: float, seed: int = 0, **overrides: object
+) -> Iterator[tuple[int, float]]:
+    """The PettingZoo dict API, one window per item (see array_windows)."""
     env = edgesched.make_parallel(name, **overrides)
     rng = np.random.default_rng(seed)
     agents = env.possible_agents
     ep = 0
     obs, _ = env.reset(seed=ep)
-    results = []
-    for _ in range(windows):
+    while True:
         steps, busy = 0, 0.0
         wall = time.perf_counter()
-        while time.perf_counter() - wall < seconds / windows:
+        while time.perf_counter() - wall < window:
             mask = np.stack([obs[a]["action_mask"] for a in agents])
             act = random_masked(rng, mask)
             actions = {a: int(act[i]) for i, a in enumerate(agents)}
@@ -143,8 +147,54 @@ def bench_dict(
             obs, *_ = env.step(actions)
             busy += time.perf_counter() - t0
             steps += 1
-        results.append((steps, busy))
-    return _best_rate(results, len(agents))
+        yield steps, busy
+
+
+def _windows(gen: Iterator[tuple[int, float]], windows: int) -> list[tuple[int, float]]:
+    return [next(gen) for _ in range(windows)]
+
+
+def bench_array(
+    name: str, seconds: float, windows: int, seed: int = 0, **overrides: object
+) -> tuple[float, float]:
+    """Array-path steps/s and agent-decisions/s: the best of ``windows`` windows."""
+    gen = array_windows(name, seconds / windows, seed, **overrides)
+    agents = edgesched.make_parallel(name, **overrides).sim.num_agents
+    return _best_rate(_windows(gen, windows), agents)
+
+
+def bench_batched(
+    name: str, seconds: float, windows: int, copies: int, seed: int = 0, **overrides: object
+) -> tuple[float, float]:
+    """Batched steps/s and agent-decisions/s (all copies' agents count)."""
+    gen = batched_windows(name, seconds / windows, copies, seed, **overrides)
+    agents = edgesched.make_parallel(name, **overrides).sim.num_agents * copies
+    return _best_rate(_windows(gen, windows), agents)
+
+
+def bench_dict(
+    name: str, seconds: float, windows: int, seed: int = 0, **overrides: object
+) -> tuple[float, float]:
+    """Dict-API steps/s and agent-decisions/s: the best of ``windows`` windows."""
+    gen = dict_windows(name, seconds / windows, seed, **overrides)
+    agents = edgesched.make_parallel(name, **overrides).sim.num_agents
+    return _best_rate(_windows(gen, windows), agents)
+
+
+def bench_interleaved(
+    make: list[Callable[[], Iterator[tuple[int, float]]]], windows: int, agents: int
+) -> list[tuple[float, float]]:
+    """Best rates of several set-ups whose windows alternate (A, B, A, B, ...).
+
+    The machine's speed drifts between seconds, so set-ups compared by a ratio are measured
+    in alternating windows rather than one after the other.
+    """
+    gens = [m() for m in make]
+    got: list[list[tuple[int, float]]] = [[] for _ in gens]
+    for _ in range(windows):
+        for g, out in zip(gens, got, strict=True):
+            out.append(next(g))
+    return [_best_rate(w, agents) for w in got]
 
 
 def main() -> None:
@@ -203,28 +253,46 @@ def main() -> None:
     )
     report.print(header)
     modes = args.collision_modes or [None]
+    window = args.seconds / args.windows
     for name in args.scenarios:
-        first: tuple[float, float, float] | None = None
-        for mode in modes:
-            over = {} if mode is None else {"collision_mode": mode}
+        overs = [{} if mode is None else {"collision_mode": mode} for mode in modes]
+        n = edgesched.make_parallel(name, **overs[0]).sim.num_agents
+        copies = args.copies or default_copies(n)
+        # each path's set-ups (one per mode) in alternating windows: their ratio is robust
+        # to the machine's drift
+        arr = bench_interleaved(
+            [partial(array_windows, name, window, **o) for o in overs], args.windows, n
+        )
+        dic = bench_interleaved(
+            [partial(dict_windows, name, window, **o) for o in overs], args.windows, n
+        )
+        bat = (
+            bench_interleaved(
+                [partial(batched_windows, name, window, copies, **o) for o in overs],
+                args.windows,
+                n * copies,
+            )
+            if copies
+            else [(0.0, 0.0)] * len(modes)
+        )
+        extra = {
+            b: bench_interleaved(
+                [partial(batched_windows, name, window, b, **o) for o in overs],
+                args.windows,
+                n * b,
+            )
+            for b in args.extra_copies
+        }
+        for i, mode in enumerate(modes):
             label = name if mode is None else f"{name}[{mode}]"
-            a_sps, a_dps = bench_array(name, args.seconds, args.windows, **over)
-            d_sps, d_dps = bench_dict(name, args.seconds, args.windows, **over)
-            n = round(a_dps / a_sps)
-            copies = args.copies or default_copies(n)
-            b_dps = 0.0
-            batched = "-"
-            if copies:
-                b_dps = bench_batched(name, args.seconds, args.windows, copies, **over)[1]
-                batched = f"{b_dps:,.0f}"
+            (a_sps, a_dps), (d_sps, d_dps), b_dps = arr[i], dic[i], bat[i][1]
+            batched = f"{b_dps:,.0f}" if copies else "-"
             report.print(
                 f"{label:<20}{n:>7}{a_sps:>15,.0f}{a_dps:>14,.0f}{d_sps:>14,.0f}{d_dps:>13,.0f}"
                 f"{1e6 / a_dps:>15.2f}{copies or '-':>8}{batched:>15}"
             )
-            if first is None:
-                first = (a_dps, d_dps, b_dps)
-            else:
-                now = (a_dps, d_dps, b_dps)
+            if i:
+                now, first = (a_dps, d_dps, b_dps), (arr[0][1], dic[0][1], bat[0][1])
                 rel = [x / y if y else float("nan") for x, y in zip(now, first, strict=True)]
                 report.print(
                     f"  {label} / {modes[0]}: array {rel[0]:.2f}x, dict {rel[1]:.2f}x, "
@@ -232,10 +300,10 @@ def main() -> None:
                 )
             if copies and b_dps:
                 report.print(f"  {label}: batched / one copy (array) {b_dps / a_dps:.2f}x")
-            for extra in args.extra_copies:
-                e_dps = bench_batched(name, args.seconds, args.windows, extra, **over)[1]
+            for b, rates in extra.items():
+                e_dps = rates[i][1]
                 report.print(
-                    f"  {label}: batched at {extra} copies {e_dps:,.0f} dec/s, "
+                    f"  {label}: batched at {b} copies {e_dps:,.0f} dec/s, "
                     f"{e_dps / a_dps:.2f}x one copy (array)"
                 )
     report.save()

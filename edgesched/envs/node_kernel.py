@@ -146,7 +146,7 @@ def _occupants(
 
 
 @njit(cache=True)
-def node_rule(
+def _node_rule(
     cls: int,
     cap: np.ndarray,
     models: np.ndarray,
@@ -161,19 +161,21 @@ def node_rule(
     rate: np.ndarray,
     shared: np.ndarray,
     crash: np.ndarray,
+    alive: np.ndarray,
+    everyone: np.ndarray,
+    occ: np.ndarray,
+    cnt: np.ndarray,
+    occ_l: np.ndarray,
+    cnt_l: np.ndarray,
 ) -> tuple[int, bool]:  # pragma: no cover - compiled
-    """:func:`~edgesched.envs.sharing.node_outcome` of one node, into preallocated arrays.
+    """:func:`node_rule` with its scratch arrays given (``evaluate_nodes`` reuses them).
 
-    Writes each worker's ``rate`` and ``shared`` flag and the crash positions (newest first)
-    into ``crash``.
-
-    Returns:
-        The number of crashes and whether the node's cores are oversubscribed.
+    ``alive`` and ``everyone`` hold at least ``len(models)`` entries; ``occ``/``occ_l`` at
+    least (the node's GPUs, ``len(models)``) and ``cnt``/``cnt_l`` the node's GPUs.
     """
     k_all = models.shape[0]
     gpus = int(np.rint(cap[1]))
     mem_cap = cap[2] + _EPS
-    alive = np.empty(k_all, dtype=np.bool_)
     used = 0.0
     for i in range(k_all):
         used += alloc[i, 2]
@@ -183,10 +185,8 @@ def node_rule(
         if not alive[i]:
             crash[n_crash] = i
             n_crash += 1
-    g = alloc[:, 1].copy()
-    occ = np.empty((max(gpus, 1), k_all), dtype=np.int64)
-    cnt = np.zeros(max(gpus, 1), dtype=np.int64)
-    everyone = np.ones(k_all, dtype=np.bool_)
+    g = alloc[:, 1]
+    everyone[:k_all] = True
     if gpus > 0:
         _occupants(g, everyone, gpus, occ, cnt)
     multi = False
@@ -196,8 +196,6 @@ def node_rule(
     if cls >= 0 and gpus > 0 and multi:
         # while a GPU of the live workers (packed among themselves) holds a failing pair,
         # the newest worker on the first such GPU crashes
-        occ_l = np.empty_like(occ)
-        cnt_l = np.zeros_like(cnt)
         while True:
             n_live = 0
             for i in range(k_all):
@@ -247,7 +245,7 @@ def node_rule(
                 ri = 1.0 / (k * mult)
             rate[i] = min(rate[i], ri)
             shared[i] = True
-    held = np_sum(alloc[:, 0].copy())
+    held = np_sum(alloc[:, 0])
     starved = held > cap[0] + _EPS
     if starved:
         share = cap[0] / held
@@ -259,6 +257,42 @@ def node_rule(
     for i in range(k_all):
         rate[i] = max(rate[i], 1e-12)
     return n_crash, starved
+
+
+@njit(cache=True)
+def node_rule(
+    cls: int,
+    cap: np.ndarray,
+    models: np.ndarray,
+    alloc: np.ndarray,
+    pair: np.ndarray,
+    fail: np.ndarray,
+    interleave: np.ndarray,
+    cpu_x: np.ndarray,
+    cpu_y: np.ndarray,
+    cpu_n: np.ndarray,
+    unmeasured_share: float,
+    rate: np.ndarray,
+    shared: np.ndarray,
+    crash: np.ndarray,
+) -> tuple[int, bool]:  # pragma: no cover - compiled
+    """:func:`~edgesched.envs.sharing.node_outcome` of one node, into preallocated arrays.
+
+    Writes each worker's ``rate`` and ``shared`` flag and the crash positions (newest first)
+    into ``crash``.
+
+    Returns:
+        The number of crashes and whether the node's cores are oversubscribed.
+    """
+    k = models.shape[0]
+    gpus = max(int(np.rint(cap[1])), 1)
+    return _node_rule(
+        cls, cap, models, alloc, pair, fail, interleave, cpu_x, cpu_y, cpu_n,
+        unmeasured_share, rate, shared, crash, np.empty(k, dtype=np.bool_),
+        np.empty(k, dtype=np.bool_), np.empty((gpus, k), dtype=np.int64),
+        np.zeros(gpus, dtype=np.int64), np.empty((gpus, k), dtype=np.int64),
+        np.zeros(gpus, dtype=np.int64),
+    )  # fmt: skip
 
 
 @njit(cache=True)
@@ -355,21 +389,35 @@ def evaluate_nodes(
     recheck = np.empty(n_nodes, dtype=np.int64)
     n_recheck = 0
     cap = np.empty(3)
+    # scratch of the largest node, reused by every node (numba slices are views)
+    k_max, g_max = 1, 1
+    for n in range(n_nodes):
+        if todo[n]:
+            k_max = max(k_max, start[n + 1] - start[n])
+            g_max = max(g_max, int(np.rint(capacity[n, 1])))
+    models_b = np.empty(k_max, dtype=np.int64)
+    alloc_b = np.empty((k_max, 3))
+    crash = np.empty(k_max, dtype=np.int64)
+    alive = np.empty(k_max, dtype=np.bool_)
+    everyone = np.empty(k_max, dtype=np.bool_)
+    occ = np.empty((g_max, k_max), dtype=np.int64)
+    cnt = np.zeros(g_max, dtype=np.int64)
+    occ_l = np.empty((g_max, k_max), dtype=np.int64)
+    cnt_l = np.zeros(g_max, dtype=np.int64)
     for n in range(n_nodes):
         s, e = start[n], start[n + 1]
         if not todo[n] or calm[n] or e == s:
             continue
         k = e - s
-        models = np.empty(k, dtype=np.int64)
-        alloc = np.empty((k, 3))
+        models = models_b[:k]
+        alloc = alloc_b[:k]
         for x in range(k):
             models[x] = j_model[wj[s + x]]
             for d in range(3):
                 alloc[x, d] = w_alloc[wj[s + x], ww[s + x], d]
         for d in range(3):
             cap[d] = capacity[n, d]
-        crash = np.empty(k, dtype=np.int64)
-        n_c, st = node_rule(
+        n_c, st = _node_rule(
             node_class[n],
             cap,
             models,
@@ -384,6 +432,12 @@ def evaluate_nodes(
             rate[s:e],
             shared[s:e],
             crash,
+            alive,
+            everyone,
+            occ,
+            cnt,
+            occ_l,
+            cnt_l,
         )
         if n_c:
             recheck[n_recheck] = n
@@ -435,8 +489,10 @@ def slot_rates(
         b = j // per
         for w in range(n_w):
             x = w_rate[j, w]
-            slow[r, w] = 1.0 / x
-            if x != 1.0:
+            if x == 1.0:  # most workers: skip the division (1 / 1 is exactly 1)
+                slow[r, w] = 1.0
+            else:
+                slow[r, w] = 1.0 / x
                 slowed = True
             if w_gshared[j, w]:
                 shared[b] += 1
