@@ -284,13 +284,18 @@ def test_the_compile_cache_reloads_in_a_fresh_process(tmp_path):
 def test_evaluate_nodes_with_nothing_dirty_changes_nothing():
     sim = _busy_sim("edge10", 50)
     before = sim.w_rate.copy(), sim._node_slowed.copy()
-    k = sim._coloc_k
     crashed, recheck = evaluate_nodes(
-        np.zeros(sim.num_agents, dtype=bool), sim.running, sim.w_node, sim.w_seq,
-        sim.w_alloc, sim.j_model, sim.capacity, sim.used, sim._node_class,
-        sim._node_slowed, sim._frac_levels, True, k.pair, k.fail, k.interleave, k.cpu_x,
-        k.cpu_y, k.cpu_n, 1.0, sim.w_rate, sim.w_gshared, sim.w_starved,
-    )  # fmt: skip
+        np.zeros(sim.num_agents, dtype=bool), True, sim.running, sim._kernel_state()
+    )
     assert len(crashed) == 0 and len(recheck) == 0
     np.testing.assert_array_equal(sim.w_rate, before[0])
     np.testing.assert_array_equal(sim._node_slowed, before[1])
+
+
+def test_restart_seconds_of_many_equals_one_at_a_time(tables):
+    """A crash looks up every crashed job's restart seconds at once."""
+    tab, _ = tables
+    models = np.repeat(np.arange(len(MODELS)), 9)
+    gpus = np.tile([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0, 64.0], len(MODELS))
+    want = [tab.restart_seconds(int(m), float(g)) for m, g in zip(models, gpus, strict=True)]
+    assert tab.restart_seconds_of(models, gpus).tolist() == want

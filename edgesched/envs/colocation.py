@@ -49,7 +49,7 @@ import numpy as np
 
 from .errors import ConfigError
 from .metrics import RUNNING
-from .node_kernel import checkpoint, evaluate_nodes, slot_rates
+from .node_kernel import checkpoint, evaluate_nodes, measured_slot
 from .sharing import GPU_EPS, node_outcome
 
 #: Catalog hardware tier -> measured GPU class (``None``: unmeasured). The T4 of the
@@ -96,6 +96,11 @@ class ColocationTable:
         """Measured (re)start seconds of ``model`` on ``gpus`` GPUs (nearest lower count)."""
         i = int(np.searchsorted(self.restart_gpus, max(gpus, 1.0), side="right")) - 1
         return float(self.restart_s[model, max(i, 0)])
+
+    def restart_seconds_of(self, models: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+        """:meth:`restart_seconds` of each (model, GPUs) pair, as an array."""
+        i = np.searchsorted(self.restart_gpus, np.maximum(gpus, 1.0), side="right") - 1
+        return self.restart_s[models, np.maximum(i, 0)]
 
     def multiplier(self, k: int) -> float:
         """Iteration-time multiplier of ``k`` jobs interleaved on one GPU (k >= 1)."""
@@ -204,8 +209,8 @@ class ColocationMixin:
         self._measured = self.cfg.collision_mode == "measured"
         # some job owes restart seconds (set by a crash, cleared by the progress model)
         self._restarting = False
-        # _slowdown's last result, valid while the running set (the same array object: it is
-        # replaced, never changed in place) and the stored rates (generation) are unchanged
+        # the last slot's slowdowns (_measured_slowdown), valid while the running set (the same
+        # array object: it is replaced, never changed in place) and the rates' generation hold
         self._rates_gen = 0
         self._slow_cache: tuple | None = None
         if not self._measured:
@@ -256,39 +261,47 @@ class ColocationMixin:
         keep their workers' stored rates. Crashes are decided on the placements as they
         stand; the survivors' rates are then computed without the crashed workers. Crashed
         jobs are released and re-queued. The slowdowns are ``None`` when nothing is slowed.
-        Each pass is one compiled call (:func:`~edgesched.envs.node_kernel.evaluate_nodes`).
+        Each pass is one compiled call (:func:`~edgesched.envs.node_kernel.measured_slot`),
+        which also gives the slowdowns (a slot with no change reuses the last slot's).
         """
-        dirty = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
-        if dirty.any():
-            self._rates_gen += 1  # every write of rates (and every crash) happens below
-            crashed, recheck = self._evaluate_nodes(running, dirty, first=True)
-            if len(crashed):
-                self._crash(np.unique(crashed))
-                running = running[self.status[running] == RUNNING]
-                # the crashed jobs' other nodes are dirty now: evaluated with the rest
-                dirty = self._dirty_nodes if adv_a is None else self._dirty_nodes & adv_a
-                _, recheck = self._evaluate_nodes(running, dirty, first=False)
-            if adv_a is None:
-                self._dirty_nodes.fill(False)
-            else:
-                self._dirty_nodes[adv_a] = False
-            # a failing pair that only the survivors' re-packing revealed: decided next slot
-            if len(recheck):
-                self._dirty_nodes[recheck] = True
-        return self._slowdown(running)
+        c = self._slow_cache
+        # the last slowdowns hold while the running set (the same array object: it is
+        # replaced, never changed in place) and the stored rates (generation) are unchanged
+        reuse = c is not None and c[0] is running and c[1] == self._rates_gen
+        crashed, evaluated, shared, starved, slow, flags = self._measured_slot(
+            running, adv_a, reuse, first=True
+        )
+        if evaluated:
+            self._rates_gen += 1  # every write of rates (and every crash) happened there
+        if len(crashed):
+            self._crash(np.unique(crashed))
+            running = running[self.status[running] == RUNNING]
+            # the crashed jobs' other nodes are dirty now: evaluated with the rest
+            _, _, shared, starved, slow, flags = self._measured_slot(
+                running, adv_a, False, first=False
+            )
+        if flags:
+            if flags == 1:
+                slow = None
+            self._slow_cache = (running, self._rates_gen, shared, starved, slow)
+        else:
+            shared, starved, slow = c[2], c[3], c[4]
+        cnt = self._cnt
+        if self.copies == 1:  # item updates: cheaper than (1,) array arithmetic
+            cnt["shared_gpu_slots"][0] += shared[0]
+            cnt["cpu_starved_slots"][0] += starved[0]
+        else:
+            cnt["shared_gpu_slots"] += shared
+            cnt["cpu_starved_slots"] += starved
+        return running, slow
 
-    def _evaluate_nodes(
-        self, running: np.ndarray, dirty: np.ndarray, first: bool
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """One pass of :func:`~edgesched.envs.node_kernel.evaluate_nodes` over bool ``dirty``.
+    def _kernel_state(self) -> tuple:
+        """The arrays :func:`~edgesched.envs.node_kernel.evaluate_nodes` reads and writes.
 
-        Returns:
-            The jobs to crash (``first`` pass only) and the nodes to re-check next slot.
+        Built per call: the per-job arrays are replaced when the job capacity grows.
         """
         k = self._coloc_k
-        return evaluate_nodes(
-            dirty,
-            running,
+        return (
             self.w_node,
             self.w_seq,
             self.w_alloc,
@@ -298,7 +311,6 @@ class ColocationMixin:
             self._node_class,
             self._node_slowed,
             self._frac_levels,
-            first,
             k.pair,
             k.fail,
             k.interleave,
@@ -310,6 +322,33 @@ class ColocationMixin:
             self.w_gshared,
             self.w_starved,
         )
+
+    def _measured_slot(
+        self, running: np.ndarray, adv_a: np.ndarray | None, reuse: bool, first: bool
+    ) -> tuple[np.ndarray, bool, np.ndarray, np.ndarray, np.ndarray, int]:
+        """:func:`~edgesched.envs.node_kernel.measured_slot` on this simulator's state."""
+        every = adv_a is None
+        return measured_slot(
+            self._dirty_ext,
+            self._node_slowed if every else adv_a,  # (any bool array when every)
+            every,
+            first,
+            reuse,
+            running,
+            self._kernel_state(),
+            self._job_capacity,
+            self.copies,
+        )
+
+    def _evaluate_nodes(
+        self, running: np.ndarray, dirty: np.ndarray, first: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One pass of :func:`~edgesched.envs.node_kernel.evaluate_nodes` over bool ``dirty``.
+
+        Returns:
+            The jobs to crash (``first`` pass only) and the nodes to re-check next slot.
+        """
+        return evaluate_nodes(dirty, first, running, self._kernel_state())
 
     def _node_outcome(
         self,
@@ -334,36 +373,6 @@ class ColocationMixin:
             self.cfg.unmeasured_gpu_share,
         )
 
-    def _slowdown(self, running: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """Count shared and starved worker-slots of ``running``; their (R, W) slowdowns.
-
-        The slowdowns change only with the running set or the stored rates, so a slot with
-        neither (about a third of edge50's) reuses the last slot's.
-        """
-        c = self._slow_cache
-        if c is not None and c[0] is running and c[1] == self._rates_gen:
-            shared, starved, slow = c[2], c[3], c[4]
-        else:
-            shared, starved, slow, slowed = slot_rates(
-                running,
-                self.w_rate,
-                self.w_gshared,
-                self.w_starved,
-                self._job_capacity,
-                self.copies,
-            )
-            if not slowed:
-                slow = None
-            self._slow_cache = (running, self._rates_gen, shared, starved, slow)
-        cnt = self._cnt
-        if self.copies == 1:  # item updates: cheaper than (1,) array arithmetic
-            cnt["shared_gpu_slots"][0] += shared[0]
-            cnt["cpu_starved_slots"][0] += starved[0]
-        else:
-            cnt["shared_gpu_slots"] += shared
-            cnt["cpu_starved_slots"] += starved
-        return running, slow
-
     def _mark_dirty(self, nodes: np.ndarray) -> None:
         """Nodes (-1 = padding, ignored) whose running workers changed: re-evaluate them."""
         if self._measured:
@@ -379,14 +388,15 @@ class ColocationMixin:
         self.progress[jobs] = self.ckpt_progress[jobs]
         self.quality[jobs] = self.progress_model.quality_of(self, jobs)
         self.run_slots[jobs] = 0
-        tab = self._coloc
-        for j in jobs.tolist():
-            w = int(self.placed[j])
-            nodes = self.w_node[j, :w]
-            np.subtract.at(self.used, nodes, self.w_alloc[j, :w])
-            np.subtract.at(self.node_workers, nodes, 1.0)
-            gpus = float(self.w_alloc[j, :w, 1].sum())
-            self.startup_s[j] = tab.restart_seconds(int(self.j_model[j]), gpus)
+        # release every worker at once, job by job and worker by worker (ufunc.at applies
+        # the subtractions in index order, so `used` is what a loop over the jobs gives)
+        held = np.arange(self.w_node.shape[1]) < self.placed[jobs][:, None]
+        nodes = self.w_node[jobs][held]
+        np.subtract.at(self.used, nodes, self.w_alloc[jobs][held])
+        np.subtract.at(self.node_workers, nodes, 1.0)
+        # each job's GPUs summed in worker order (cumsum adds in order, as a sum of a few)
+        gpus = np.cumsum(np.where(held, self.w_alloc[jobs, :, 1], 0.0), axis=1)[:, -1]
+        self.startup_s[jobs] = self._coloc.restart_seconds_of(self.j_model[jobs], gpus)
         self._restarting = True
         restart = np.round(self.startup_s[jobs]).astype(np.int64)
         self._tally(self._cnt["restart_seconds"], jobs, self._job_capacity, restart)
@@ -401,7 +411,9 @@ class ColocationMixin:
         self.w_starved[jobs] = False
         self.placed[jobs] = 0
         self.j_static[jobs, self.job_features - 2] = 0.0
-        self.running = self.running[~np.isin(self.running, jobs)]
+        gone = np.zeros(len(self.status), dtype=bool)  # a lookup, cheaper than np.isin
+        gone[jobs] = True
+        self.running = self.running[~gone[self.running]]
         self._requeue(jobs)
 
     def _checkpoint(self, running: np.ndarray) -> None:

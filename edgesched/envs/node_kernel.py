@@ -298,29 +298,18 @@ def node_rule(
 @njit(cache=True)
 def evaluate_nodes(
     dirty: np.ndarray,
-    running: np.ndarray,
-    w_node: np.ndarray,
-    w_seq: np.ndarray,
-    w_alloc: np.ndarray,
-    j_model: np.ndarray,
-    capacity: np.ndarray,
-    used: np.ndarray,
-    node_class: np.ndarray,
-    node_slowed: np.ndarray,
-    frac_levels: bool,
     first: bool,
-    pair: np.ndarray,
-    fail: np.ndarray,
-    interleave: np.ndarray,
-    cpu_x: np.ndarray,
-    cpu_y: np.ndarray,
-    cpu_n: np.ndarray,
-    unmeasured_share: float,
-    w_rate: np.ndarray,
-    w_gshared: np.ndarray,
-    w_starved: np.ndarray,
+    running: np.ndarray,
+    state: tuple,
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """Outcomes of the ``dirty`` nodes (bool, per node) for the ``running`` jobs' workers.
+
+    ``state`` is the simulator's arrays in the order of ``ColocationMixin._kernel_state``:
+    per job and worker ``w_node``, ``w_seq``, ``w_alloc``, ``j_model``; per node
+    ``capacity``, ``used``, ``node_class``, ``node_slowed``; whether some level requests a
+    fractional GPU; the :class:`~edgesched.envs.colocation.KernelTables`; the
+    ``unmeasured_gpu_share``; and the per-worker outputs ``w_rate``, ``w_gshared``,
+    ``w_starved``.
 
     A dirty node within capacity (whole-GPU requests only, no fractional levels) shares
     nothing: its workers run at rate 1, which needs writing only where ``node_slowed`` says
@@ -334,6 +323,11 @@ def evaluate_nodes(
         ``(crashed, recheck)``: the jobs to crash (``first`` pass only; a job may appear
         twice) and the nodes whose outcome holds a crash.
     """
+    (
+        w_node, w_seq, w_alloc, j_model, capacity, used, node_class, node_slowed,
+        frac_levels, pair, fail, interleave, cpu_x, cpu_y, cpu_n, unmeasured_share,
+        w_rate, w_gshared, w_starved,
+    ) = state  # fmt: skip
     n_nodes = dirty.shape[0]
     todo = np.zeros(n_nodes, dtype=np.bool_)
     calm = np.zeros(n_nodes, dtype=np.bool_)
@@ -516,3 +510,56 @@ def checkpoint(
         run_slots[j] = s
         if interval and s % interval == 0:
             ckpt_progress[j] = progress[j]
+
+
+@njit(cache=True)
+def measured_slot(
+    dirty_ext: np.ndarray,
+    adv: np.ndarray,
+    every: bool,
+    first: bool,
+    reuse: bool,
+    running: np.ndarray,
+    state: tuple,
+    per: int,
+    copies: int,
+) -> tuple[np.ndarray, bool, np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover
+    """One slot's measured bookkeeping in one call: dirty nodes, then the slowdowns.
+
+    Evaluates the dirty nodes (``dirty_ext``, per node plus an always-False sentinel) of the
+    advancing copies (``adv`` per node, or all when ``every``) with :func:`evaluate_nodes`
+    (``state`` as there).
+    If the ``first`` pass finds jobs to crash it returns them at once, writing nothing; the
+    caller crashes them and calls again with ``first=False``. Otherwise it clears those
+    dirty flags, sets the flags of nodes to re-check next slot, and returns the slowdowns
+    and flag counts of :func:`slot_rates`, unless nothing was dirty and ``reuse`` says the
+    caller's last ones still hold.
+
+    Returns:
+        ``(crashed, evaluated, shared, starved, slow, flags)``: jobs to crash, whether some
+        node was evaluated, :func:`slot_rates`'s outputs, and 0 (not computed: reuse the
+        last), 1 (computed, nothing slowed) or 2 (computed, some worker slowed).
+    """
+    n_nodes = adv.shape[0]
+    dirty = np.zeros(n_nodes, dtype=np.bool_)
+    any_dirty = False
+    for n in range(n_nodes):
+        if dirty_ext[n] and (every or adv[n]):
+            dirty[n] = True
+            any_dirty = True
+    none = np.empty(0, dtype=np.int64)
+    if any_dirty:
+        crashed, recheck = evaluate_nodes(dirty, first, running, state)
+        if crashed.shape[0]:
+            return crashed, True, none, none, np.empty((0, 0)), 0
+        for n in range(n_nodes):
+            if every or adv[n]:
+                dirty_ext[n] = False
+        # a failing pair that only the survivors' re-packing revealed: decided next slot
+        for x in range(recheck.shape[0]):
+            dirty_ext[recheck[x]] = True
+    elif reuse:
+        return none, False, none, none, np.empty((0, 0)), 0
+    w_rate, w_gshared, w_starved = state[16], state[17], state[18]
+    shared, starved, slow, slowed = slot_rates(running, w_rate, w_gshared, w_starved, per, copies)
+    return none, any_dirty, shared, starved, slow, 2 if slowed else 1

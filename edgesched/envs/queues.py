@@ -101,9 +101,12 @@ class QueueMixin:
         None of their workers is placed; the keys order them by priority class, then arrival.
         """
         jc = self._job_capacity
+        # a lookup table instead of np.isin, which sorts both arrays on every call
+        mark = np.zeros(len(self.status), dtype=bool)
+        mark[jobs] = True
         sel_j, sel_k = [], []
         for c in np.unique(jobs // jc).tolist():
-            sel = np.isin(self._vis_job[c], jobs)
+            sel = mark[self._vis_job[c]]
             sel_j.append(self._vis_job[c][sel])
             sel_k.append(self._vis_ck[c][sel])
         self.owner[jobs] = self.j_home[jobs]
