@@ -12,6 +12,8 @@ Usage::
     python benchmarks/train_throughput.py --algo tapfinger --env tapfinger-hetero6 --updates 30
     python benchmarks/train_throughput.py --updates 30 --out benchmarks/results  # + .md file
     python benchmarks/train_throughput.py --threads 2   # torch threads (default: the runs' 1)
+    python benchmarks/train_throughput.py --collision-mode timeshare   # the scenario's dynamics
+        # under another collision mode (file suffix _timeshare), to compare with its own mode
 
 Training runs use one torch thread (``experiment.threads``), so that two runs share a
 2-core machine; ``--threads`` measures what a lone run gains from more.
@@ -30,6 +32,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 import edgesched
+from edgesched.envs.config import COLLISION_MODES
 from edgesched.experiment import run
 from edgesched.experiment.schema import AlgoConfig, EnvConfig, TrainConfig
 
@@ -43,15 +46,25 @@ def main() -> None:
     parser.add_argument("--env", default="edge50")
     parser.add_argument("--updates", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument(
+        "--collision-mode",
+        default="",
+        choices=["", *COLLISION_MODES],
+        help="override the scenario's collision_mode (default: the scenario's own)",
+    )
     parser.add_argument("--out", default="", help="directory for train_throughput_<algo>_<env>.md")
     args = parser.parse_args()
     if args.threads < 1:
         parser.error(f"--threads={args.threads} is not allowed; use 1 or more")
     suffix = f"_threads{args.threads}" if args.threads != 1 else ""
+    if args.collision_mode:
+        suffix += f"_{args.collision_mode}"
     report = Report(f"train_throughput_{args.algo}_{args.env}{suffix}", args.out)
     cfg = OmegaConf.structured(
         TrainConfig(algo=AlgoConfig(name=args.algo), env=EnvConfig(name=args.env))
     )
+    if args.collision_mode:
+        cfg.env.overrides = {"collision_mode": args.collision_mode}
     # the algorithm's own settings, as `python train.py algo=<name>` composes them
     algo_yaml = Path(__file__).resolve().parents[1] / "conf" / "algo" / f"{args.algo}.yaml"
     if algo_yaml.is_file():
@@ -81,6 +94,7 @@ def main() -> None:
         f"edgesched {edgesched.__version__}, python {platform.python_version()}, "
         f"{args.algo} on {args.env}, {args.updates} updates of {per_update} env steps, "
         f"{args.threads} torch thread(s)"
+        + (f", collision_mode={args.collision_mode}" if args.collision_mode else "")
     )
     report.print(f"env-steps/s (collect + learn): {steps / wall:,.0f}")
     report.print(f"agent-decisions/s:             {steps * agents / wall:,.0f}")

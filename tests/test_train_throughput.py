@@ -39,3 +39,35 @@ def test_rejects_zero_threads(tt, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         tt.main()
     assert "--threads=0 is not allowed" in capsys.readouterr().err
+
+
+def test_collision_mode_reaches_the_run_and_names_the_file(tt, monkeypatch, capsys, tmp_path):
+    import torch
+
+    threads = torch.get_num_threads()
+    seen = []
+    real_run = tt.run
+
+    def run(cfg):
+        seen.append(dict(cfg.env.overrides))
+        return real_run(cfg)
+
+    monkeypatch.setattr(tt, "run", run)
+    argv = ["train_throughput.py", "--env", "edge10", "--updates", "1"]
+    monkeypatch.setattr(
+        sys, "argv", [*argv, "--collision-mode", "timeshare", "--out", str(tmp_path)]
+    )
+    try:
+        tt.main()
+    finally:
+        torch.set_num_threads(threads)
+    assert seen == [{"collision_mode": "timeshare"}]
+    assert "collision_mode=timeshare" in capsys.readouterr().out
+    assert (tmp_path / "train_throughput_mappo_edge10_timeshare.md").is_file()
+
+
+def test_rejects_an_unknown_collision_mode(tt, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["train_throughput.py", "--collision-mode", "perfect"])
+    with pytest.raises(SystemExit):
+        tt.main()
+    assert "perfect" in capsys.readouterr().err
