@@ -299,3 +299,24 @@ def test_restart_seconds_of_many_equals_one_at_a_time(tables):
     gpus = np.tile([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0, 64.0], len(MODELS))
     want = [tab.restart_seconds(int(m), float(g)) for m, g in zip(models, gpus, strict=True)]
     assert tab.restart_seconds_of(models, gpus).tolist() == want
+
+
+def test_compiled_falls_back_to_memory_where_nothing_can_be_cached(monkeypatch):
+    """A read-only install with no writable cache directory still runs (compiled per
+    process): numba raises at decoration time there, which must not break the import."""
+    from numba.core.caching import NullCache
+    from numba.core.dispatcher import Dispatcher
+
+    from edgesched.envs.node_kernel import compiled
+
+    def refuse(self):
+        raise RuntimeError("cannot cache function 'add_one': no locator available")
+
+    monkeypatch.setattr(Dispatcher, "enable_caching", refuse)
+
+    def add_one(x):
+        return x + 1
+
+    f = compiled(add_one)
+    assert f(41) == 42
+    assert isinstance(f._cache, NullCache)

@@ -16,6 +16,8 @@ the cores held and ``np.interp``'s formula for the CPU curves are reproduced bel
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -25,7 +27,20 @@ from .sharing import GPU_EPS
 _EPS = GPU_EPS
 
 
-@njit(cache=True)
+def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``numba.njit`` with the on-disk cache, or without it where no cache can be written.
+
+    numba caches next to the source (``__pycache__``) or in the user's cache directory
+    (``NUMBA_CACHE_DIR`` overrides both); where neither is writable it refuses to cache at
+    decoration time, and the rule is then compiled in memory once per process instead.
+    """
+    try:
+        return njit(cache=True)(fn)
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        return njit(fn)
+
+
+@compiled
 def _block_sum(a: np.ndarray, s: int, n: int) -> float:  # pragma: no cover - compiled
     """The pairwise summation numpy gives ``a[s:s + n]`` for ``n <= 128`` (one unrolled block)."""
     if n < 8:
@@ -54,14 +69,14 @@ def _block_sum(a: np.ndarray, s: int, n: int) -> float:  # pragma: no cover - co
     return res
 
 
-@njit(cache=True)
+@compiled
 def np_sum(a: np.ndarray) -> float:  # pragma: no cover - compiled
     """``float(np.sum(a))`` of a 1-D float64 array, bit for bit.
 
     numpy's ``DOUBLE_pairwise_sum``: blocks of at most 128 summed by :func:`_block_sum`,
     longer runs split in two (the first half a multiple of 8) and the halves added; the
-    reduction starts at 0. The split tree is walked with an explicit stack: numba's cache
-    cannot hold a self-recursive function (a cached one crashed the process on reload).
+    reduction starts at 0. The split tree is walked with an explicit stack: a
+    self-recursive function loaded from numba's cache crashed the process (numba 0.68).
     """
     n = a.shape[0]
     if n <= 128:
@@ -92,7 +107,7 @@ def np_sum(a: np.ndarray) -> float:  # pragma: no cover - compiled
     return 0.0 + vals[0]
 
 
-@njit(cache=True)
+@compiled
 def interp1(x: float, xp: np.ndarray, fp: np.ndarray, n: int) -> float:  # pragma: no cover
     """``np.interp(x, xp[:n], fp[:n])`` for one point, bit for bit (numpy's arr_interp)."""
     if x < xp[0]:
@@ -118,7 +133,7 @@ def interp1(x: float, xp: np.ndarray, fp: np.ndarray, n: int) -> float:  # pragm
     return res
 
 
-@njit(cache=True)
+@compiled
 def _occupants(
     g: np.ndarray, live: np.ndarray, gpus: int, occ: np.ndarray, cnt: np.ndarray
 ):  # pragma: no cover
@@ -145,7 +160,7 @@ def _occupants(
         o += gi
 
 
-@njit(cache=True)
+@compiled
 def _node_rule(
     cls: int,
     cap: np.ndarray,
@@ -259,7 +274,7 @@ def _node_rule(
     return n_crash, starved
 
 
-@njit(cache=True)
+@compiled
 def node_rule(
     cls: int,
     cap: np.ndarray,
@@ -295,7 +310,7 @@ def node_rule(
     )  # fmt: skip
 
 
-@njit(cache=True)
+@compiled
 def evaluate_nodes(
     dirty: np.ndarray,
     first: bool,
@@ -457,7 +472,7 @@ def evaluate_nodes(
     return crashed[:n_crashed], recheck[:n_recheck]
 
 
-@njit(cache=True)
+@compiled
 def slot_rates(
     running: np.ndarray,
     w_rate: np.ndarray,
@@ -495,7 +510,7 @@ def slot_rates(
     return shared, starved, slow, slowed
 
 
-@njit(cache=True)
+@compiled
 def checkpoint(
     running: np.ndarray,
     run_slots: np.ndarray,
@@ -512,7 +527,7 @@ def checkpoint(
             ckpt_progress[j] = progress[j]
 
 
-@njit(cache=True)
+@compiled
 def measured_slot(
     dirty_ext: np.ndarray,
     adv: np.ndarray,
