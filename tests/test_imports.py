@@ -192,3 +192,14 @@ def test_algorithms_and_experiment_meet_in_protocol():
     assert not graph["edgesched.protocol"]
     for mod in ("edgesched.algos", "edgesched.algos.base"):
         assert not [t for t in graph[mod] if unit(t) == "edgesched.experiment"], mod
+
+
+def test_no_module_of_the_simulator_outgrows_one_room():
+    """Each dynamic lives in a module a newcomer can read whole (issue 20: no module of
+    ``edgesched/envs`` over about 500 lines); a module that grows past it is split."""
+    long = {
+        str(p.relative_to(PKG)): n
+        for p in sorted((PKG / "envs").rglob("*.py"))
+        if (n := len(p.read_text().splitlines())) > 500
+    }
+    assert not long, f"modules of edgesched/envs over 500 lines: {long}"

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 import edgesched
 from edgesched.envs.colocation import colocation_table, kernel_tables, load_colocation
-from edgesched.envs.node_kernel import evaluate_nodes, interp1, node_rule, np_sum
+from edgesched.envs.kernel_math import interp1, np_sum
+from edgesched.envs.node_kernel import evaluate_nodes, node_rule
 from edgesched.envs.sharing import node_outcome
 
 #: every model of the committed measured table
@@ -261,7 +262,7 @@ def test_the_compile_cache_reloads_in_a_fresh_process(tmp_path):
     """
     code = (
         "import numpy as np, edgesched\n"
-        "from edgesched.envs.node_kernel import np_sum\n"
+        "from edgesched.envs.kernel_math import np_sum\n"
         "assert np_sum(np.arange(1000.0)) == float(np.sum(np.arange(1000.0)))\n"
         "sim = edgesched.make_batched('edge50-highload', 1); sim.reset(seeds=[0])\n"
         "rng = np.random.default_rng(0)\n"
@@ -307,7 +308,7 @@ def test_compiled_falls_back_to_memory_where_nothing_can_be_cached(monkeypatch):
     from numba.core.caching import NullCache
     from numba.core.dispatcher import Dispatcher
 
-    from edgesched.envs.node_kernel import compiled
+    from edgesched.envs.kernel_math import compiled
 
     def refuse(self):
         raise RuntimeError("cannot cache function 'add_one': no locator available")
