@@ -240,6 +240,9 @@ def test_a_simulator_pickled_before_the_compiled_rule_resumes_identically():
     old = dict(state)
     old.pop("_coloc_k")
     old.update(_coloc_memo={}, _pair_l=[], _fail_l=[], _pick_ext=np.zeros(3, dtype=bool))
+    # the old cache held the job ids of shared and starved workers, not per-copy counts
+    run = old["running"]
+    old["_slow_cache"] = (run, old["_rates_gen"], run, run, None)
     resumed = type(sim).__new__(type(sim))
     resumed.__setstate__(old)
     assert "_coloc_memo" not in resumed.__dict__
@@ -251,6 +254,7 @@ def test_a_simulator_pickled_before_the_compiled_rule_resumes_identically():
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(twin.w_rate, resumed.w_rate)
     np.testing.assert_array_equal(twin.progress, resumed.progress)
+    np.testing.assert_equal(twin.episode_metrics(0), resumed.episode_metrics(0))
 
 
 def test_the_compile_cache_reloads_in_a_fresh_process(tmp_path):

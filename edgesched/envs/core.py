@@ -204,6 +204,8 @@ class EdgeClusterSim(
             for old in ("_coloc_memo", "_pair_l", "_fail_l", "_pick_ext"):
                 state.pop(old, None)
             state["_coloc_k"] = kernel_tables(state["_coloc"])
+            # its cached slowdowns hold job ids where per-copy counts are kept now
+            state["_slow_cache"] = None
         if "_episode_no" not in state:  # pickled before episode keys were counters
             state["_episode_no"] = -1 - np.arange(len(state["_wl"]), dtype=np.int64)
             state["uid"] = next(_SIM_UIDS)
