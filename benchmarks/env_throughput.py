@@ -150,35 +150,33 @@ def dict_windows(
         yield steps, busy
 
 
-def _windows(gen: Iterator[tuple[int, float]], windows: int) -> list[tuple[int, float]]:
-    return [next(gen) for _ in range(windows)]
+def _agents(name: str, **overrides: object) -> int:
+    """Agents of one copy of the scenario (built outside any timed region)."""
+    return edgesched.make_parallel(name, **overrides).sim.num_agents
 
 
 def bench_array(
     name: str, seconds: float, windows: int, seed: int = 0, **overrides: object
 ) -> tuple[float, float]:
     """Array-path steps/s and agent-decisions/s: the best of ``windows`` windows."""
-    gen = array_windows(name, seconds / windows, seed, **overrides)
-    agents = edgesched.make_parallel(name, **overrides).sim.num_agents
-    return _best_rate(_windows(gen, windows), agents)
+    make = partial(array_windows, name, seconds / windows, seed, **overrides)
+    return bench_interleaved([make], windows, _agents(name, **overrides))[0]
 
 
 def bench_batched(
     name: str, seconds: float, windows: int, copies: int, seed: int = 0, **overrides: object
 ) -> tuple[float, float]:
     """Batched steps/s and agent-decisions/s (all copies' agents count)."""
-    gen = batched_windows(name, seconds / windows, copies, seed, **overrides)
-    agents = edgesched.make_parallel(name, **overrides).sim.num_agents * copies
-    return _best_rate(_windows(gen, windows), agents)
+    make = partial(batched_windows, name, seconds / windows, copies, seed, **overrides)
+    return bench_interleaved([make], windows, _agents(name, **overrides) * copies)[0]
 
 
 def bench_dict(
     name: str, seconds: float, windows: int, seed: int = 0, **overrides: object
 ) -> tuple[float, float]:
     """Dict-API steps/s and agent-decisions/s: the best of ``windows`` windows."""
-    gen = dict_windows(name, seconds / windows, seed, **overrides)
-    agents = edgesched.make_parallel(name, **overrides).sim.num_agents
-    return _best_rate(_windows(gen, windows), agents)
+    make = partial(dict_windows, name, seconds / windows, seed, **overrides)
+    return bench_interleaved([make], windows, _agents(name, **overrides))[0]
 
 
 def bench_interleaved(
@@ -256,7 +254,7 @@ def main() -> None:
     window = args.seconds / args.windows
     for name in args.scenarios:
         overs = [{} if mode is None else {"collision_mode": mode} for mode in modes]
-        n = edgesched.make_parallel(name, **overs[0]).sim.num_agents
+        n = _agents(name, **overs[0])
         copies = args.copies or default_copies(n)
         # each path's set-ups (one per mode) in alternating windows: their ratio is robust
         # to the machine's drift

@@ -36,6 +36,34 @@ def tables():
     return tab, kernel_tables(tab)
 
 
+def _reference(tab, cls, cap, models, alloc, share):
+    """``sharing.node_outcome`` on GPU class ``cls`` (-1: unmeasured)."""
+    measured = cls >= 0
+    return node_outcome(
+        tab,
+        tab.pair[cls].tolist() if measured else None,
+        tab.fail[cls].tolist() if measured else None,
+        cap,
+        models,
+        alloc,
+        share,
+    )
+
+
+def _compiled(k, cls, cap, models, alloc, share):
+    """``node_kernel.node_rule`` with fresh scratch, in the reference's output form."""
+    n, gpus = len(models), max(int(np.rint(cap[1])), 1)
+    rate, shared = np.empty(n), np.empty(n, dtype=bool)
+    crash = np.empty(n, dtype=np.int64)
+    n_crash, starved = node_rule(
+        cls, cap, models, alloc, k.pair, k.fail, k.interleave, k.cpu_x, k.cpu_y, k.cpu_n,
+        share, rate, shared, crash, np.empty(n, dtype=bool), np.empty(n, dtype=bool),
+        np.empty((gpus, n), dtype=np.int64), np.zeros(gpus, dtype=np.int64),
+        np.empty((gpus, n), dtype=np.int64), np.zeros(gpus, dtype=np.int64),
+    )  # fmt: skip
+    return crash[:n_crash].tolist(), rate.tolist(), shared.tolist(), bool(starved)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=0, max_size=300))
 def test_np_sum_is_numpys_sum_bit_for_bit(x):
@@ -97,26 +125,8 @@ def test_node_rule_equals_the_reference(tables, ws, cls, cap, share):
     models = np.array([w[0] for w in ws], dtype=np.int64)
     alloc = np.array([[w[1], w[2], w[3]] for w in ws], dtype=np.float64)
     capa = np.array(cap, dtype=np.float64)
-    want = node_outcome(
-        tab,
-        tab.pair[cls].tolist() if cls >= 0 else None,
-        tab.fail[cls].tolist() if cls >= 0 else None,
-        capa,
-        models,
-        alloc,
-        share,
-    )
-    rate = np.empty(len(ws))
-    shared = np.empty(len(ws), dtype=bool)
-    crash = np.empty(len(ws), dtype=np.int64)
-    n_crash, starved = node_rule(
-        cls, capa, models, alloc, k.pair, k.fail, k.interleave, k.cpu_x, k.cpu_y, k.cpu_n,
-        share, rate, shared, crash,
-    )  # fmt: skip
-    assert crash[:n_crash].tolist() == want[0]
-    assert rate.tolist() == want[1]
-    assert shared.tolist() == want[2]
-    assert starved == want[3]
+    want = _reference(tab, cls, capa, models, alloc, share)
+    assert _compiled(k, cls, capa, models, alloc, share) == want
 
 
 def test_node_rule_covers_the_failing_pair_and_memory_cases(tables):
@@ -126,34 +136,19 @@ def test_node_rule_covers_the_failing_pair_and_memory_cases(tables):
     imagenet = MODELS.index("imagenet")
     assert tab.fail[k80, imagenet, imagenet]
     cases = [
-        # three imagenet workers on 2 GPUs of a k80 node: a failing pair, then re-packed
-        (k80, (16, 2, 64), [imagenet] * 3, [[2, 1, 4]] * 3),
-        # memory over capacity crashes the newest first
-        (k80, (16, 2, 10), [0, 1, 2], [[2, 1, 4]] * 3),
-        # cores oversubscribed on an unmeasured board with fractional GPUs
-        (-1, (4, 1, 64), [0, 2, 0], [[3, 0.5, 4], [3, 0.5, 4], [3, 1, 4]]),
+        # three imagenet workers on 2 GPUs of a k80 node: GPU 0 holds workers 0 and 2, a
+        # failing pair, so the newest (2) crashes
+        (k80, (16, 2, 64), [imagenet] * 3, [[2, 1, 4]] * 3, [2], False),
+        # memory over capacity (4 + 4 + 4 > 10) crashes the newest first
+        (k80, (16, 2, 10), [0, 1, 2], [[2, 1, 4]] * 3, [2], False),
+        # cores oversubscribed (9 > 4) on an unmeasured board with fractional GPUs
+        (-1, (4, 1, 64), [0, 2, 0], [[3, 0.5, 4], [3, 0.5, 4], [3, 1, 4]], [], True),
     ]
-    for cls, cap, m, a in cases:
+    for cls, cap, m, a, crash, starved in cases:
         models, alloc, capa = np.array(m), np.array(a, dtype=float), np.array(cap, float)
-        want = node_outcome(
-            tab,
-            tab.pair[cls].tolist() if cls >= 0 else None,
-            tab.fail[cls].tolist() if cls >= 0 else None,
-            capa,
-            models,
-            alloc,
-            1.0,
-        )
-        rate, shared = np.empty(len(m)), np.empty(len(m), dtype=bool)
-        crash = np.empty(len(m), dtype=np.int64)
-        n, starved = node_rule(
-            cls, capa, models, alloc, k.pair, k.fail, k.interleave, k.cpu_x, k.cpu_y,
-            k.cpu_n, 1.0, rate, shared, crash,
-        )  # fmt: skip
-        assert (crash[:n].tolist(), rate.tolist(), shared.tolist(), starved) == want
-    assert len(node_outcome(tab, tab.pair[k80].tolist(), tab.fail[k80].tolist(),
-                            np.array([16.0, 2, 10]), np.array([0, 1, 2]),
-                            np.array([[2, 1, 4.0]] * 3), 1.0)[0]) == 1  # fmt: skip
+        want = _reference(tab, cls, capa, models, alloc, 1.0)
+        assert (want[0], want[3]) == (crash, starved)
+        assert _compiled(k, cls, capa, models, alloc, 1.0) == want
 
 
 def _busy_sim(scenario: str = "edge50-highload", steps: int = 120):
@@ -181,11 +176,11 @@ def test_first_pass_writes_nothing_when_a_job_must_crash():
     slowed = sim._node_slowed.copy()
     dirty = np.zeros(sim.num_agents, dtype=bool)
     dirty[n] = True
-    crashed, recheck = sim._evaluate_nodes(sim.running, dirty, first=True)
+    crashed, recheck = evaluate_nodes(dirty, True, sim.running, sim._kernel_state())
     assert j in crashed.tolist() and recheck.tolist() == [n]
     assert (sim.w_rate == 0.5).all()
     np.testing.assert_array_equal(sim._node_slowed, slowed)
-    crashed, recheck = sim._evaluate_nodes(sim.running, dirty, first=False)
+    crashed, recheck = evaluate_nodes(dirty, False, sim.running, sim._kernel_state())
     assert len(crashed) == 0 and recheck.tolist() == [n]
     assert (sim.w_rate[sim.w_node == n] != 0.5).all()
 
@@ -194,11 +189,10 @@ def test_evaluate_nodes_equals_the_reference_node_by_node():
     """Every dirty node's stored rates after one pass are the reference's, in placement
     order; nodes not dirty keep what they held."""
     sim = _busy_sim("edge50", 200)
-    tab = sim._coloc
     dirty = np.zeros(sim.num_agents, dtype=bool)
     dirty[::2] = True
     held = sim.w_rate.copy()
-    crashed, _ = sim._evaluate_nodes(sim.running, dirty, first=False)
+    crashed, _ = evaluate_nodes(dirty, False, sim.running, sim._kernel_state())
     assert len(crashed) == 0
     checked = 0
     for n in range(sim.num_agents):
@@ -211,16 +205,7 @@ def test_evaluate_nodes_equals_the_reference_node_by_node():
         if not dirty[n]:
             np.testing.assert_array_equal(sim.w_rate[jobs, w], held[jobs, w])
             continue
-        cls = int(sim._node_class[n])
-        _, rate, shared, starved = node_outcome(
-            tab,
-            tab.pair[cls].tolist() if cls >= 0 else None,
-            tab.fail[cls].tolist() if cls >= 0 else None,
-            sim.capacity[n],
-            sim.j_model[jobs],
-            sim.w_alloc[jobs, w],
-            sim.cfg.unmeasured_gpu_share,
-        )
+        _, rate, shared, starved = sim._node_outcome(n, sim.j_model[jobs], sim.w_alloc[jobs, w])
         calm = (sim.used[n] <= sim.capacity[n] + 1e-9).all()
         if calm:  # within capacity, whole GPUs: rate 1 (written only if it was slowed)
             assert (sim.w_rate[jobs, w] == 1.0).all() or not sim._node_slowed[n]

@@ -13,18 +13,17 @@ def tt():
     return import_benchmark("train_throughput")
 
 
-def test_reports_rates_and_the_threads_used(tt, monkeypatch, capsys, tmp_path):
+@pytest.fixture
+def torch_threads_kept():
+    """The runner sets torch's global thread count; give the next test the one it had."""
     import torch
 
-    threads = torch.get_num_threads()  # the runner sets torch's global thread count
-    monkeypatch.setattr(sys, "argv", ["x"])
-    try:
-        _run(tt, monkeypatch, capsys, tmp_path)
-    finally:
-        torch.set_num_threads(threads)
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
 
 
-def _run(tt, monkeypatch, capsys, tmp_path):
+def test_reports_rates_and_the_threads_used(tt, monkeypatch, capsys, tmp_path, torch_threads_kept):
     argv = ["train_throughput.py", "--env", "edge10", "--updates", "1", "--threads", "2"]
     monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path)])
     tt.main()
@@ -41,10 +40,9 @@ def test_rejects_zero_threads(tt, monkeypatch, capsys):
     assert "--threads=0 is not allowed" in capsys.readouterr().err
 
 
-def test_collision_mode_reaches_the_run_and_names_the_file(tt, monkeypatch, capsys, tmp_path):
-    import torch
-
-    threads = torch.get_num_threads()
+def test_collision_mode_reaches_the_run_and_names_the_file(
+    tt, monkeypatch, capsys, tmp_path, torch_threads_kept
+):
     seen = []
     real_run = tt.run
 
@@ -57,10 +55,7 @@ def test_collision_mode_reaches_the_run_and_names_the_file(tt, monkeypatch, caps
     monkeypatch.setattr(
         sys, "argv", [*argv, "--collision-mode", "timeshare", "--out", str(tmp_path)]
     )
-    try:
-        tt.main()
-    finally:
-        torch.set_num_threads(threads)
+    tt.main()
     assert seen == [{"collision_mode": "timeshare"}]
     assert "collision_mode=timeshare" in capsys.readouterr().out
     assert (tmp_path / "train_throughput_mappo_edge10_timeshare.md").is_file()

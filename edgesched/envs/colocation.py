@@ -49,7 +49,7 @@ import numpy as np
 
 from .errors import ConfigError
 from .metrics import RUNNING
-from .node_kernel import checkpoint, evaluate_nodes, measured_slot
+from .node_kernel import checkpoint, measured_slot
 from .sharing import GPU_EPS, node_outcome
 
 #: Catalog hardware tier -> measured GPU class (``None``: unmeasured). The T4 of the
@@ -296,7 +296,7 @@ class ColocationMixin:
         return running, slow
 
     def _kernel_state(self) -> tuple:
-        """The arrays :func:`~edgesched.envs.node_kernel.evaluate_nodes` reads and writes.
+        """The ``state`` :func:`~edgesched.envs.node_kernel.evaluate_nodes` reads and writes.
 
         Built per call: the per-job arrays are replaced when the job capacity grows.
         """
@@ -339,16 +339,6 @@ class ColocationMixin:
             self._job_capacity,
             self.copies,
         )
-
-    def _evaluate_nodes(
-        self, running: np.ndarray, dirty: np.ndarray, first: bool
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """One pass of :func:`~edgesched.envs.node_kernel.evaluate_nodes` over bool ``dirty``.
-
-        Returns:
-            The jobs to crash (``first`` pass only) and the nodes to re-check next slot.
-        """
-        return evaluate_nodes(dirty, first, running, self._kernel_state())
 
     def _node_outcome(
         self,
@@ -414,7 +404,7 @@ class ColocationMixin:
         gone = np.zeros(len(self.status), dtype=bool)  # a lookup, cheaper than np.isin
         gone[jobs] = True
         self.running = self.running[~gone[self.running]]
-        self._requeue(jobs)
+        self._requeue(jobs, gone)
 
     def _checkpoint(self, running: np.ndarray) -> None:
         """Count a slot of running for each of ``running`` and checkpoint on the interval."""

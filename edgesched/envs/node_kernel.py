@@ -54,7 +54,7 @@ def _occupants(
 
 
 @compiled
-def _node_rule(
+def node_rule(
     cls: int,
     cap: np.ndarray,
     models: np.ndarray,
@@ -76,10 +76,15 @@ def _node_rule(
     occ_l: np.ndarray,
     cnt_l: np.ndarray,
 ) -> tuple[int, bool]:  # pragma: no cover - compiled
-    """:func:`node_rule` with its scratch arrays given (``evaluate_nodes`` reuses them).
+    """:func:`~edgesched.envs.sharing.node_outcome` of one node, into preallocated arrays.
 
-    ``alive`` and ``everyone`` hold at least ``len(models)`` entries; ``occ``/``occ_l`` at
+    Writes each worker's ``rate`` and ``shared`` flag and the crash positions (newest first)
+    into ``crash``. The rest are scratch that :func:`evaluate_nodes` reuses across nodes:
+    ``alive`` and ``everyone`` hold at least ``len(models)`` entries, ``occ``/``occ_l`` at
     least (the node's GPUs, ``len(models)``) and ``cnt``/``cnt_l`` the node's GPUs.
+
+    Returns:
+        The number of crashes and whether the node's cores are oversubscribed.
     """
     k_all = models.shape[0]
     gpus = int(np.rint(cap[1]))
@@ -165,42 +170,6 @@ def _node_rule(
     for i in range(k_all):
         rate[i] = max(rate[i], 1e-12)
     return n_crash, starved
-
-
-@compiled
-def node_rule(
-    cls: int,
-    cap: np.ndarray,
-    models: np.ndarray,
-    alloc: np.ndarray,
-    pair: np.ndarray,
-    fail: np.ndarray,
-    interleave: np.ndarray,
-    cpu_x: np.ndarray,
-    cpu_y: np.ndarray,
-    cpu_n: np.ndarray,
-    unmeasured_share: float,
-    rate: np.ndarray,
-    shared: np.ndarray,
-    crash: np.ndarray,
-) -> tuple[int, bool]:  # pragma: no cover - compiled
-    """:func:`~edgesched.envs.sharing.node_outcome` of one node, into preallocated arrays.
-
-    Writes each worker's ``rate`` and ``shared`` flag and the crash positions (newest first)
-    into ``crash``.
-
-    Returns:
-        The number of crashes and whether the node's cores are oversubscribed.
-    """
-    k = models.shape[0]
-    gpus = max(int(np.rint(cap[1])), 1)
-    return _node_rule(
-        cls, cap, models, alloc, pair, fail, interleave, cpu_x, cpu_y, cpu_n,
-        unmeasured_share, rate, shared, crash, np.empty(k, dtype=np.bool_),
-        np.empty(k, dtype=np.bool_), np.empty((gpus, k), dtype=np.int64),
-        np.zeros(gpus, dtype=np.int64), np.empty((gpus, k), dtype=np.int64),
-        np.zeros(gpus, dtype=np.int64),
-    )  # fmt: skip
 
 
 @compiled
@@ -319,7 +288,7 @@ def evaluate_nodes(
                 alloc[x, d] = w_alloc[wj[s + x], ww[s + x], d]
         for d in range(3):
             cap[d] = capacity[n, d]
-        n_c, st = _node_rule(
+        n_c, st = node_rule(
             node_class[n],
             cap,
             models,

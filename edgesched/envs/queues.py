@@ -95,18 +95,17 @@ class QueueMixin:
                 cand = (fresh + rest)[: len(empty)]
                 row[empty[: len(cand)]] = cand
 
-    def _requeue(self, jobs: np.ndarray) -> None:
+    def _requeue(self, jobs: np.ndarray, member: np.ndarray) -> None:
         """Queue crashed ``jobs`` again at every agent that sees them, under original keys.
 
-        None of their workers is placed; the keys order them by priority class, then arrival.
+        ``member`` is a bool per job id, True exactly for ``jobs`` (a lookup: ``np.isin``
+        sorts both arrays on every call). None of their workers is placed; the keys order
+        them by priority class, then arrival.
         """
         jc = self._job_capacity
-        # a lookup table instead of np.isin, which sorts both arrays on every call
-        mark = np.zeros(len(self.status), dtype=bool)
-        mark[jobs] = True
         sel_j, sel_k = [], []
         for c in np.unique(jobs // jc).tolist():
-            sel = mark[self._vis_job[c]]
+            sel = member[self._vis_job[c]]
             sel_j.append(self._vis_job[c][sel])
             sel_k.append(self._vis_ck[c][sel])
         self.owner[jobs] = self.j_home[jobs]
