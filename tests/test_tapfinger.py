@@ -16,6 +16,7 @@ pytest.importorskip("torch_geometric")
 import torch
 from omegaconf import OmegaConf
 
+from edgesched.algos.common import probs_of
 from edgesched.algos.graph import (
     EDGE_TYPES,
     NODE_TYPES,
@@ -335,6 +336,32 @@ def test_update_path_computes_the_same_chosen_slot_log_probs():
     alloc_idx = torch.from_numpy(out["alloc"])
     logp = two_phase_logp(ptr1, chosen1, choice, alloc_idx, keep)
     np.testing.assert_allclose(logp.numpy(), out["logp"], rtol=1e-4, atol=1e-5)
+
+
+def test_rollout_normalizes_the_chosen_row_only_to_the_same_bits():
+    """propose() normalizes only the chosen task's allocation row; the full grid gives the
+    same log-probabilities bit for bit, and the full grid's probabilities come on request."""
+    sim = _busy("tapfinger-hetero6")
+    trainer = TapFingerTrainer(_cfg(), EnvSpec.of(sim), seed=0)
+    g, m = [sim.graph()], sim.mask[None]
+    trainer.seed_sampling(7)
+    out = trainer.propose(g, m)
+    assert "alloc_probs" not in out
+    trainer.seed_sampling(7)
+    full = trainer.propose(g, m, with_probs=True)
+    for k in ("actions", "choice", "alloc", "logp"):
+        np.testing.assert_array_equal(full[k], out[k])
+    choice = torch.from_numpy(out["choice"])
+    with torch.no_grad():
+        ptr, alloc, _ = trainer._dist(g, m)
+    chosen = chosen_slot(alloc, choice)
+    alloc_lp = chosen.gather(-1, torch.from_numpy(out["alloc"])[..., None]).squeeze(-1)
+    want = two_phase_logp(
+        ptr, chosen, choice, torch.from_numpy(out["alloc"]), torch.from_numpy(out["keep"]).float()
+    )
+    assert (out["choice"] > 0).any() and (alloc_lp != 0).any()  # a check that can fail
+    np.testing.assert_array_equal(out["logp"], want.numpy())
+    np.testing.assert_array_equal(full["alloc_probs"], probs_of(alloc).numpy())
 
 
 def test_team_reward_trains_on_the_agents_mean_reward():

@@ -214,6 +214,12 @@ def chosen_slot(alloc: torch.Tensor, choice: torch.Tensor) -> torch.Tensor:
     return alloc.gather(2, slot[:, :, None, None].expand(-1, -1, 1, alloc.shape[-1])).squeeze(2)
 
 
+def chosen_slot_np(mask: np.ndarray, choice: np.ndarray) -> np.ndarray:
+    """(G, N, C) rows of each agent's chosen pending slot from (G, N, P, C) (numpy)."""
+    slot = np.maximum(choice - 1, 0)[:, :, None, None]
+    return np.take_along_axis(mask, slot, axis=2)[:, :, 0]
+
+
 def two_phase_logp(
     ptr: torch.Tensor,
     chosen: torch.Tensor,
@@ -313,15 +319,18 @@ class TapFingerTrainer:
         ptr, alloc, v = self.actor(batch, only)
         pmask, amask = _masks(self.spec, mask, self.work_conserving)
         if only is not None:
-            idx = only.numpy()[:, :, None, None]
-            amask = np.take_along_axis(amask, idx, axis=2)
-        if not self.pointer:  # ablation: uniform over the feasible choices
-            ptr = torch.zeros_like(ptr)
-        ptr = torch.log_softmax(masked_logits(ptr, torch.from_numpy(pmask)), dim=-1)
+            amask = chosen_slot_np(amask, choice.numpy())[:, :, None]
+        ptr = self._pointer_logp(ptr, pmask)
         alloc = torch.log_softmax(masked_logits(alloc, torch.from_numpy(amask)), dim=-1)
         if only is not None:
             alloc = alloc.squeeze(2)
         return ptr, alloc, v
+
+    def _pointer_logp(self, logits: torch.Tensor, pmask: np.ndarray) -> torch.Tensor:
+        """(G, N, 1+P) masked pointer log-probabilities (uniform in the no-pointer ablation)."""
+        if not self.pointer:  # ablation: uniform over the feasible choices
+            logits = torch.zeros_like(logits)
+        return torch.log_softmax(masked_logits(logits, torch.from_numpy(pmask)), dim=-1)
 
     def _draw(self, logp: torch.Tensor, greedy: bool) -> torch.Tensor:
         """(G, N) most likely or sampled indices of (G, N, C) log-probabilities."""
@@ -332,7 +341,11 @@ class TapFingerTrainer:
 
     @torch.no_grad()
     def propose(
-        self, graphs: list[dict[str, Any]], mask: np.ndarray, greedy: bool = False
+        self,
+        graphs: list[dict[str, Any]],
+        mask: np.ndarray,
+        greedy: bool = False,
+        with_probs: bool = False,
     ) -> dict[str, np.ndarray]:
         """Sample (or take the most likely) two-phase choices and resolve task conflicts.
 
@@ -340,15 +353,30 @@ class TapFingerTrainer:
             graphs: one graph view per environment copy.
             mask: (G, N, A) action masks.
             greedy: most likely choices and winners (evaluation).
+            with_probs: also return every pending slot's allocation probabilities
+                (``alloc_probs``, (G, N, P, C): a shield's preferences over flat actions).
 
         Returns:
             ``actions`` (G, N) to execute, ``choice`` (pointer index, 0 = defer), ``alloc``
             (target x level index), ``keep`` (allocation term counts), ``logp`` (the
-            learner's log-probability), ``value`` (normalized), ``conflicts`` (G,).
+            learner's log-probability), ``value`` (normalized), ``conflicts`` (G,), ``ptr``
+            (G, N, 1+P) pointer probabilities, and ``alloc_probs`` if ``with_probs``.
         """
-        ptr, alloc, v = self._dist(graphs, mask)
+        ptr_logits, alloc_logits, v = self.actor(pad_graphs(graphs))
+        pmask, amask = _masks(self.spec, mask, self.work_conserving)
+        ptr = self._pointer_logp(ptr_logits, pmask)
         choice = self._draw(ptr, greedy)
-        a_all = chosen_slot(alloc, choice)  # (G, N, K1 L) the chosen task's allocations
+        # Normalize only the chosen task's allocation row: the others are never sampled, and
+        # over tapfinger-hetero6's 10 x 288 grid the full masked softmax (whose masked
+        # entries' exp underflows, a slow path) was most of a rollout step. log_softmax
+        # normalizes each row on its own, so the row is the same to the bit.
+        a_all = torch.log_softmax(
+            masked_logits(
+                chosen_slot(alloc_logits, choice),
+                torch.from_numpy(chosen_slot_np(amask, choice.numpy())),
+            ),
+            dim=-1,
+        )
         aidx = self._draw(a_all, greedy)
         lp_ptr = ptr.gather(-1, choice[..., None]).squeeze(-1)
         choice_np, aidx_np = choice.numpy(), aidx.numpy()
@@ -373,7 +401,7 @@ class TapFingerTrainer:
             )
         actions = np.where(keep, 1 + (choice_np - 1) * self.spec.num_targets * l1 + aidx_np, 0)
         logp = two_phase_logp(ptr, a_all, choice, aidx, torch.from_numpy(keep).float())
-        return {
+        out = {
             "actions": actions.astype(np.int64),
             "choice": choice_np,
             "alloc": aidx_np,
@@ -382,8 +410,11 @@ class TapFingerTrainer:
             "value": v.numpy(),
             "conflicts": conflicts,
             "ptr": probs_of(ptr).numpy(),
-            "alloc_probs": probs_of(alloc).numpy(),
         }
+        if with_probs:
+            alloc = torch.log_softmax(masked_logits(alloc_logits, torch.from_numpy(amask)), -1)
+            out["alloc_probs"] = probs_of(alloc).numpy()
+        return out
 
     def act(
         self,
@@ -408,7 +439,9 @@ class TapFingerTrainer:
         """
         if not graphs:
             raise ValueError("tapfinger reads the graph view: pass graphs=[sim.graph()]")
-        out = self.propose([visible_pending(g) for g in graphs], mask[None], greedy=greedy)
+        out = self.propose(
+            [visible_pending(g) for g in graphs], mask[None], greedy=greedy, with_probs=with_probs
+        )
         res: tuple[np.ndarray, ...] = (out["actions"][0], out["logp"][0])
         if with_probs:
             ptr, alloc = out["ptr"][0], out["alloc_probs"][0]
