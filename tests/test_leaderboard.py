@@ -432,6 +432,30 @@ def test_validate_reproduces_heuristics_and_detects_tampering(tmp_path, capsys):
     assert report.passed and len(report.skipped) == 6
 
 
+def test_validate_in_parallel_reports_as_one_process(tmp_path, capsys):
+    rows = [r for r in _fixture_rows() if r["train_seed"] is None]
+    tampered = copy.deepcopy(rows)
+    tampered[0]["per_episode"][1]["jct_mean"] += 0.5
+    path = _write(tmp_path / "mixed.jsonl", [*rows, *tampered])
+    records = load_records([path], [])
+    lines: list[str] = []
+    serial = validate_records(records)
+    parallel = validate_records(records, jobs=2, log=lines.append)
+    assert not serial.passed and len(serial.ok) == 3 and len(serial.mismatches) == 1
+    assert (parallel.ok, parallel.mismatches, parallel.skipped) == (
+        serial.ok,
+        serial.mismatches,
+        serial.skipped,
+    )
+    # one progress line per record, in record order
+    assert [line.split()[0] for line in lines] == ["ok", "ok", "MISMATCH", "ok"]
+    with pytest.raises(ValueError, match="jobs=0"):
+        validate_records(records, jobs=0)
+    with pytest.raises(SystemExit):
+        main(["validate", "--results", str(path), "--jobs", "0"])
+    assert "--jobs='0' is not allowed; use 1 or more" in capsys.readouterr().err
+
+
 def test_collect_copies_policies_and_sets_paths(tmp_path):
     rows = [r for r in _fixture_rows() if r["algo"] == "mappo"]
     for r in rows:

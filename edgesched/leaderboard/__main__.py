@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 # Everything heavier than the environments (the records pull in edgesched.experiment, hence
@@ -147,7 +148,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for r in recs
         if not args.algos or r.data["algo"] in args.algos
     ]
-    report = validate_records(chosen, args.root, learned_rtol=args.rtol, log=_log)
+    report = validate_records(chosen, args.root, learned_rtol=args.rtol, log=_log, jobs=args.jobs)
     print(
         f"validated {len(chosen)} records: {len(report.ok)} reproduced, "
         f"{len(report.mismatches)} mismatched, {len(report.skipped)} skipped"
@@ -196,6 +197,21 @@ def cmd_refresh(args: argparse.Namespace) -> int:
     lines = refresh_file(args.file, args.root, scenarios=args.scenarios, algos=args.algos, log=_log)
     _log(f"refreshed {len(lines)} records in {args.file}")
     return 0
+
+
+def _positive_int(flag: str) -> Callable[[str], int]:
+    """An argparse ``type`` accepting integers of 1 or more, naming ``flag`` otherwise."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{flag}={text!r} is not allowed; use 1 or more")
+        return value
+
+    return parse
 
 
 def parser() -> argparse.ArgumentParser:
@@ -247,6 +263,12 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--algos", nargs="*", help="only these algorithms")
     v.add_argument("--root", default=".", help="directory the records' policy paths are under")
     v.add_argument("--rtol", type=float, default=1e-6, help="tolerance for learned entries")
+    v.add_argument(
+        "--jobs",
+        type=_positive_int("--jobs"),
+        default=1,
+        help="records re-run at once, one process each (default 1; results do not depend on it)",
+    )
     v.set_defaults(func=cmd_validate)
 
     c = sub.add_parser("collect", help="results file from finished sweep runs")

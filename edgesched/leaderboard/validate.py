@@ -168,12 +168,38 @@ def rerun_learned(rec: Record, root: Path) -> dict[str, Any]:
     )
 
 
+def _check(rec: Record, root: Path, learned_rtol: float) -> tuple[str, str]:
+    """Re-run one record: its status (``ok``, ``MISMATCH``, ``skipped``) and what was wrong.
+
+    A top-level function so that a process pool can run it (:func:`validate_records`).
+    """
+    from edgesched.baselines import list_baselines
+    from edgesched.shields import list_shields
+
+    d = rec.data
+    try:
+        if d["shield"] != "none" and d["shield"] not in list_shields():
+            return "skipped", f"shield {d['shield']!r} is not registered here"
+        if not rec.learned:
+            if d["algo"] not in list_baselines():
+                return "MISMATCH", f"unknown baseline {d['algo']!r}; registered: {list_baselines()}"
+            problems = _compare(rec, rerun_heuristic(rec), 0.0)
+        elif d.get("policy"):
+            problems = _compare(rec, rerun_learned(rec, root), learned_rtol)
+        else:
+            return "skipped", "learned entry without a policy file"
+    except (FileNotFoundError, KeyError, ValueError) as exc:
+        return "MISMATCH", f"cannot re-run: {exc}"
+    return ("MISMATCH", "; ".join(problems[:10])) if problems else ("ok", "")
+
+
 def validate_records(
     records: list[Record],
     root: str | Path = ".",
     *,
     learned_rtol: float = LEARNED_RTOL,
     log: Any = None,
+    jobs: int = 1,
 ) -> ValidationReport:
     """Re-run every re-runnable record and compare its numbers with the recorded ones.
 
@@ -181,44 +207,40 @@ def validate_records(
         records: records to check (already validated by ``load_records``/``group_tables``).
         root: directory that ``policy`` paths are relative to (the repository).
         learned_rtol: relative tolerance for learned entries (heuristics: exact).
-        log: optional callable receiving one progress line per record.
-    """
-    from edgesched.baselines import list_baselines
-    from edgesched.shields import list_shields
+        log: optional callable receiving one progress line per record, in record order.
+        jobs: records re-run at once, each in its own process (1: in this process). Each
+            re-run is single-threaded and deterministic, so the report does not depend on it.
 
-    report = ValidationReport()
+    Raises:
+        ValueError: ``jobs`` is below 1.
+    """
+    if int(jobs) < 1:
+        raise ValueError(f"jobs={jobs!r} is not allowed; use 1 or more processes")
     root = Path(root)
-    for rec in records:
-        d = rec.data
+    if int(jobs) == 1 or len(records) < 2:
+        outcomes: Any = (_check(rec, root, learned_rtol) for rec in records)
+        return _report(records, outcomes, log)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn, not fork: the parent may hold torch's and numba's threads and locks
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(int(jobs), len(records)), mp_context=ctx) as pool:
+        outcomes = pool.map(_check, records, [root] * len(records), [learned_rtol] * len(records))
+        return _report(records, outcomes, log)
+
+
+def _report(records: list[Record], outcomes: Any, log: Any) -> ValidationReport:
+    """Sort each record's ``(status, message)`` into a :class:`ValidationReport`."""
+    report = ValidationReport()
+    for rec, (status, message) in zip(records, outcomes, strict=True):
         tag = f"{rec.where} {rec.label}"
-        try:
-            if d["shield"] != "none" and d["shield"] not in list_shields():
-                report.skipped.append(f"{tag}: shield {d['shield']!r} is not registered here")
-                status = "skipped"
-            elif not rec.learned:
-                if d["algo"] not in list_baselines():
-                    report.mismatches.append(
-                        f"{tag}: unknown baseline {d['algo']!r}; registered: {list_baselines()}"
-                    )
-                    status = "MISMATCH"
-                else:
-                    problems = _compare(rec, rerun_heuristic(rec), 0.0)
-                    status = "MISMATCH" if problems else "ok"
-                    if problems:
-                        report.mismatches.append(f"{tag}: " + "; ".join(problems[:10]))
-            elif d.get("policy"):
-                problems = _compare(rec, rerun_learned(rec, root), learned_rtol)
-                status = "MISMATCH" if problems else "ok"
-                if problems:
-                    report.mismatches.append(f"{tag}: " + "; ".join(problems[:10]))
-            else:
-                report.skipped.append(f"{tag}: learned entry without a policy file")
-                status = "skipped"
-        except (FileNotFoundError, KeyError, ValueError) as exc:
-            report.mismatches.append(f"{tag}: cannot re-run: {exc}")
-            status = "MISMATCH"
         if status == "ok":
             report.ok.append(tag)
+        elif status == "skipped":
+            report.skipped.append(f"{tag}: {message}")
+        else:
+            report.mismatches.append(f"{tag}: {message}")
         if log is not None:
             log(f"{status:8s} {tag}")
     return report
