@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from _report import Report, cpu_name
 
+from edgesched.experiment.io import atomic_write_bytes
 from edgesched.leaderboard.build import compute_rows
-from edgesched.leaderboard.curves import Curve
+from edgesched.leaderboard.curves import Curve, render_curves_png
 from edgesched.leaderboard.records import group_tables, load_records
 from edgesched.leaderboard.studies import paired_reduction, reduction_text
 from edgesched.leaderboard.table import Row, entry_name
@@ -52,6 +54,21 @@ def pairs(rows: list[Row], variants: set[tuple[str, str]]) -> list[tuple[Row, Ro
         if base is not None and base.eval_seeds == r.eval_seeds and base.episodes == r.episodes:
             out.append((base, r))
     return out
+
+
+def curve_groups(board: str, found: list[tuple[Row, Row]]) -> dict[str, list[Row]]:
+    """Per board entry with variants, the rows to plot together: the entry, then its variants.
+
+    Keys are file-name stems, ``<board>_<entry>``; only rows with a learning curve are kept,
+    and a group needs two of them (a curve to compare with).
+    """
+    groups: dict[str, list[Row]] = {}
+    for base, var in found:
+        key = f"{board}_{entry_name(base.algo, base.shield)}".replace(" ", "").replace("/", "-")
+        group = groups.setdefault(key, [base] if base.curve is not None else [])
+        if var.curve is not None:
+            group.append(var)
+    return {k: g for k, g in groups.items() if len(g) >= 2}
 
 
 def curve_cell(curve: Curve | None) -> str:
@@ -88,9 +105,18 @@ def main() -> None:
     tables = group_tables(load_records(args.results, args.runs))
     ours = {(r.data["algo"], r.data["shield"]) for r in load_records([], args.runs)}
     lines, curve_lines = [], []
+    plots: dict[str, list[Row]] = {}
+    best: dict[str, tuple[str, float]] = {}
     for board, recs in tables.items():
         rows = compute_rows(recs)
-        for base, var in pairs(rows, ours):
+        found = pairs(rows, ours)
+        groups = curve_groups(board, found)
+        plots.update(groups)
+        heuristics = [r for r in rows if not r.learned]
+        if heuristics:
+            top = min(heuristics, key=lambda r: r.mean.value)
+            best.update(dict.fromkeys(groups, (f"best heuristic: {top.algo}", top.mean.value)))
+        for base, var in found:
             if base.curve is not None or var.curve is not None:
                 curve_lines.append(
                     f"| {board} | {entry_name(base.algo, base.shield)} | {var.algo} | "
@@ -133,6 +159,18 @@ def main() -> None:
             "| board | board entry | variant | board: budget, trend | variant: budget, trend |",
             curve_lines,
         )
+    if args.out and plots:
+        # the curves side by side (the variants' budgets end further right)
+        rep.print("Plots of each entry's curve with its variants':")
+        for stem, group in plots.items():
+            png = render_curves_png(
+                stem.replace("_", ": ", 1), group, dict([best[stem]]) if stem in best else None
+            )
+            if png is not None:  # every group has curves (curve_groups)
+                path = Path(args.out) / f"{args.name}_{stem}.png"
+                atomic_write_bytes(path, png)
+                rep.print(f"- {path.name}")
+        rep.print()
     rep.print(f"{time.perf_counter() - t0:.0f} s.")
     rep.save()
 

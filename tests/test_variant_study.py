@@ -65,3 +65,31 @@ def test_curve_cell_names_budget_trend_and_verdict(study):
     assert study.curve_cell(flat) == "149,504: +1.0% [-5.0%, +7.0%] flat"
     assert study.curve_cell(Curve(30, (1,), ((100, e),), 3, None)) == "100: n/a n/a"
     assert study.curve_cell(None) == "no curve"
+
+
+def test_curve_groups_plot_each_entry_with_its_variants(study):
+    from edgesched.leaderboard.curves import Curve
+
+    e = stats.Estimate(1.0, 0.5, 1.5)
+
+    def curved(algo, steps, shield="none"):
+        r = _row(algo, shield)
+        r.curve = Curve(30, (0, 1, 2), ((steps, e),), 3, None)
+        return r
+
+    base = curved("tapfinger", 149_504)
+    b300, b600 = curved("tapfinger-b300k", 299_520), curved("tapfinger-b600k", 599_552)
+    srole = curved("srole", 149_504, "central")
+    found = [(base, b300), (base, b600), (srole, _row("srole-fnorm", "central"))]
+    groups = study.curve_groups("tapfinger-hetero6", found)
+    # srole's variant has no curve: nothing to compare its curve with
+    assert list(groups) == ["tapfinger-hetero6_tapfinger"]
+    assert [r.algo for r in groups["tapfinger-hetero6_tapfinger"]] == [
+        "tapfinger",
+        "tapfinger-b300k",
+        "tapfinger-b600k",
+    ]
+    group = groups["tapfinger-hetero6_tapfinger"]
+    plain = study.render_curves_png("tapfinger-hetero6: tapfinger", group)
+    marked = study.render_curves_png("tapfinger-hetero6: tapfinger", group, {"optimus": 7.5})
+    assert plain.startswith(b"\x89PNG") and marked.startswith(b"\x89PNG") and plain != marked

@@ -345,8 +345,17 @@ def _set_budget(requested: int, learned: list[Row]) -> str:
     return "; ".join(parts)
 
 
-def render_curves_png(scenario_id: str, rows: list[Row]) -> bytes | None:
-    """Learning curves with CI bands, one line per entry; ``None`` without curves."""
+def render_curves_png(
+    scenario_id: str, rows: list[Row], references: dict[str, float] | None = None
+) -> bytes | None:
+    """Learning curves with CI bands, one line per entry; ``None`` without curves.
+
+    Args:
+        scenario_id: the plot's title.
+        rows: entries; those with a curve are drawn.
+        references: horizontal dashed lines by label (for example the best heuristic's mean
+            JCT), to read the curves against.
+    """
     with_curve = [r for r in rows if r.curve is not None]
     if not with_curve:
         return None
@@ -365,6 +374,9 @@ def render_curves_png(scenario_id: str, rows: list[Row]) -> bytes | None:
         ax.plot(x, y, "o-", ms=3, label=label)
         if np.isfinite(lo).all() and np.isfinite(hi).all():
             ax.fill_between(x, lo, hi, alpha=0.2)
+    for label, y in (references or {}).items():
+        ax.axhline(y, ls="--", lw=1, color="0.4")
+        ax.annotate(label, (0.01, y), xycoords=("axes fraction", "data"), fontsize=8, va="bottom")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("held-out mean JCT (slots)")
     ax.set_title(f"{scenario_id}: sample efficiency (95% CI over training seeds)", fontsize=10)
