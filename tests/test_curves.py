@@ -211,17 +211,17 @@ def test_a_longer_budget_that_gains_nothing_settles_the_default(tmp_path):
     rows = _with_curves(_fixture_rows(), updates=range(2, 13, 2))  # mappo, ippo improving
     board = _write(tmp_path / "c.jsonl", rows)
 
-    def study(algo: str, jct_scale: float, flat: bool = False) -> list[dict]:
-        """``algo`` trained twice as long: the same curve shape over twice the steps (or a
-        flat one), its held-out JCTs scaled by ``jct_scale``."""
+    def study(algo: str, jct_scale: float, flat: bool = False, times: int = 2) -> list[dict]:
+        """``algo`` trained ``times`` as long: the same curve shape over that many times the
+        steps (or a flat one), its held-out JCTs scaled by ``jct_scale``."""
         out = []
         for r in rows:
             if r["algo"] != algo:
                 continue
             r = json.loads(json.dumps(r))
-            r["algo"] = f"{algo}-b2x"
+            r["algo"] = f"{algo}-b{times}x"
             for p in r["curve"]["points"]:
-                p["env_steps"] *= 2
+                p["env_steps"] *= times
                 if flat:
                     p["per_seed"] = [5.0 for _ in p["per_seed"]]
             for e in r["per_episode"]:
@@ -245,6 +245,11 @@ def test_a_longer_budget_that_gains_nothing_settles_the_default(tmp_path):
     # one of them gains from it and is still improving there: not determined
     row = tier("gain", study("mappo", 0.5) + study("ippo", 1.0))
     assert "mappo: 768 steps, 3 seeds, 50.0% lower" in row
+    assert row.endswith("| not determined: mappo gains from a longer budget still |")
+    # a still longer run that is not significantly lower (noisier) does not undo the gain
+    row = tier("noisy", study("mappo", 0.5) + study("mappo", 1.0, times=4) + study("ippo", 1.0))
+    assert "mappo: 768 steps, 3 seeds, 50.0% lower" in row
+    assert "mappo: 1,536 steps, 3 seeds, 0.0% lower" in row
     assert row.endswith("| not determined: mappo gains from a longer budget still |")
     # it gains and its longer curve is flat: the longer budget is the board's
     row = tier("settled", study("mappo", 0.5, flat=True) + study("ippo", 1.0))

@@ -177,17 +177,18 @@ def render_curves_md(rows: list[Row]) -> list[str]:
     return lines
 
 
-def longer_budget(entry: Row, longer: list[Row]) -> tuple[Row, stats.Estimate | None] | None:
-    """The longest-budget variant of ``entry`` among ``longer`` and its paired reduction.
+def longer_budgets(entry: Row, longer: list[Row]) -> list[tuple[Row, stats.Estimate | None]]:
+    """Every longer-budget variant of ``entry`` in ``longer`` with its paired reduction.
 
-    A variant is a row of the budget study (``leaderboards/studies/budget/``) whose algorithm
-    is ``<entry's algorithm>-<label>`` with the same shield and whose curve ends past the
-    entry's. The reduction is how much lower the variant's mean JCT is than the entry's,
-    paired over the evaluation seeds (``None`` when their seeds differ); ``None`` overall
-    when no variant exists.
+    Shortest budget first. A variant is a row of the budget study
+    (``leaderboards/studies/budget/``) whose algorithm is ``<entry's algorithm>-<label>``
+    with the same shield and whose curve ends past the entry's. The reduction is how much
+    lower the variant's mean JCT is than the entry's, paired over the evaluation seeds
+    (``None`` when their seeds differ). All of them count, not only the longest: a longer
+    study on 3 seeds can be noisier than a shorter one.
     """
     if entry.curve is None:
-        return None
+        return []
     budget = entry.curve.points[-1][0]
     found = [
         r
@@ -198,10 +199,8 @@ def longer_budget(entry: Row, longer: list[Row]) -> tuple[Row, stats.Estimate | 
         and r.curve is not None
         and r.curve.points[-1][0] > budget
     ]
-    if not found:
-        return None
-    best = max(found, key=lambda r: r.curve.points[-1][0])
-    return best, paired_reduction(best, entry)
+    found.sort(key=lambda r: r.curve.points[-1][0])
+    return [(r, paired_reduction(r, entry)) for r in found]
 
 
 def render_budget_tiers(
@@ -216,7 +215,7 @@ def render_budget_tiers(
         tables: every board's rows (``build``'s tables).
         default_steps: the default ``experiment.total_env_steps``.
         longer: per board, the budget study's rows (entries trained past the default,
-            :func:`longer_budget`); an entry still improving at the default whose longer
+            :func:`longer_budgets`); an entry still improving at the default whose longer
             run is not lower with a paired 95% CI gains nothing from the longer budget; one
             whose longer run is lower and no longer improving there needs that budget.
         budgets: the boards whose benchmark budget is set to other than the default
@@ -234,10 +233,11 @@ def render_budget_tiers(
         "at the end of the default budget (each board's *Has each curve flattened?* table), "
         "the default is that board's benchmark budget. An entry still improving there is "
         "trained longer (the budget study, `leaderboards/studies/budget/`, same protocol "
-        "and held-out seeds): if its longer runs' mean JCT is not lower than its board "
-        "entry's with a paired 95% CI excluding zero, the extra budget gains nothing and "
-        "the default stands for it; if it is lower and its longer curve no longer improving, "
-        "that longer budget is its budget; if it is still improving, or no longer run "
+        "and held-out seeds, possibly at several budgets): if none of its longer runs has a "
+        "mean JCT lower than its board entry's with a paired 95% CI excluding zero, the extra "
+        "budget gains nothing and the default stands for it; otherwise the longest budget "
+        "that is lower decides: if its curve is no longer improving there, that budget is "
+        "the entry's; if it is still improving, or no longer run "
         "exists, the benchmark budget is not determined. A board with an entry without a "
         "curve stays undetermined too: that entry may be the one still improving. A budget "
         "so determined is set in `edgesched/experiment/budgets.py` and in the board's sweep "
@@ -260,27 +260,26 @@ def render_budget_tiers(
         without = [entry_name(r.algo, r.shield) for r in learned if r.curve is None]
         studied, gains, settled, untested = [], [], {}, []
         for r in improving:
-            found = longer_budget(r, longer.get(name, []))
-            if found is None:
-                untested.append(entry_name(r.algo, r.shield))
+            who = entry_name(r.algo, r.shield)
+            # variants on other evaluation seeds cannot be compared paired
+            paired = [(v, red) for v, red in longer_budgets(r, longer.get(name, [])) if red]
+            if not paired:
+                untested.append(who)
                 continue
-            var, red = found
-            if red is None:  # evaluated on other seeds: no paired comparison
-                untested.append(entry_name(r.algo, r.shield))
-                continue
-            steps = var.curve.points[-1][0]
-            studied.append(
-                f"{entry_name(r.algo, r.shield)}: {steps:,} steps, "
-                f"{len(var.train_seeds)} seeds, {reduction_text(red)}, "
-                f"curve there {var.curve.verdict}"
-            )
-            if red.low > 0:
-                # the longer budget helps: it is the entry's budget if its curve is no longer
+            for var, red in paired:
+                studied.append(
+                    f"{who}: {var.curve.points[-1][0]:,} steps, {len(var.train_seeds)} seeds, "
+                    f"{reduction_text(red)}, curve there {var.curve.verdict}"
+                )
+            gaining = [var for var, red in paired if red.low > 0]
+            if gaining:
+                # the longest budget that helps is the entry's if its curve is no longer
                 # improving at the end of it (the same rule as at the default)
+                var = gaining[-1]
                 if var.curve.verdict != "still improving":
-                    settled[entry_name(r.algo, r.shield)] = steps
+                    settled[who] = var.curve.points[-1][0]
                 else:
-                    gains.append(entry_name(r.algo, r.shield))
+                    gains.append(who)
         if name in budgets:
             budget = _set_budget(budgets[name], learned)
         elif not curved:
@@ -389,7 +388,7 @@ __all__ = [
     "Curve",
     "entry_curve",
     "late_trend",
-    "longer_budget",
+    "longer_budgets",
     "render_budget_tiers",
     "render_curves_md",
     "render_curves_png",
