@@ -105,17 +105,15 @@ def main() -> None:
     tables = group_tables(load_records(args.results, args.runs))
     ours = {(r.data["algo"], r.data["shield"]) for r in load_records([], args.runs)}
     lines, curve_lines = [], []
-    plots: dict[str, list[Row]] = {}
-    best: dict[str, tuple[str, float]] = {}
+    # per plot: its rows and the board's best heuristic as a reference line
+    plots: dict[str, tuple[list[Row], dict[str, float]]] = {}
     for board, recs in tables.items():
         rows = compute_rows(recs)
         found = pairs(rows, ours)
-        groups = curve_groups(board, found)
-        plots.update(groups)
         heuristics = [r for r in rows if not r.learned]
-        if heuristics:
-            top = min(heuristics, key=lambda r: r.mean.value)
-            best.update(dict.fromkeys(groups, (f"best heuristic: {top.algo}", top.mean.value)))
+        top = min(heuristics, key=lambda r: r.mean.value) if heuristics else None
+        ref = {f"best heuristic: {top.algo}": top.mean.value} if top else {}
+        plots.update({k: (g, ref) for k, g in curve_groups(board, found).items()})
         for base, var in found:
             if base.curve is not None or var.curve is not None:
                 curve_lines.append(
@@ -162,10 +160,8 @@ def main() -> None:
     if args.out and plots:
         # the curves side by side (the variants' budgets end further right)
         rep.print("Plots of each entry's curve with its variants':")
-        for stem, group in plots.items():
-            png = render_curves_png(
-                stem.replace("_", ": ", 1), group, dict([best[stem]]) if stem in best else None
-            )
+        for stem, (group, ref) in plots.items():
+            png = render_curves_png(stem.replace("_", ": ", 1), group, ref)
             if png is not None:  # every group has curves (curve_groups)
                 path = Path(args.out) / f"{args.name}_{stem}.png"
                 atomic_write_bytes(path, png)

@@ -33,11 +33,18 @@ def test_reports_rates_and_the_threads_used(tt, monkeypatch, capsys, tmp_path, t
     assert (tmp_path / "train_throughput_mappo_edge10_threads2.md").is_file()
 
 
-def test_rejects_zero_threads(tt, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["train_throughput.py", "--threads", "0"])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--threads", "0"], "--threads=0 is not allowed"),
+        (["--collision-mode", "perfect"], "perfect"),
+    ],
+)
+def test_rejects_bad_arguments(tt, monkeypatch, capsys, args, message):
+    monkeypatch.setattr(sys, "argv", ["train_throughput.py", *args])
     with pytest.raises(SystemExit):
         tt.main()
-    assert "--threads=0 is not allowed" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
 
 
 def test_collision_mode_reaches_the_run_and_names_the_file(
@@ -59,10 +66,3 @@ def test_collision_mode_reaches_the_run_and_names_the_file(
     assert seen == [{"collision_mode": "timeshare"}]
     assert "collision_mode=timeshare" in capsys.readouterr().out
     assert (tmp_path / "train_throughput_mappo_edge10_timeshare.md").is_file()
-
-
-def test_rejects_an_unknown_collision_mode(tt, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["train_throughput.py", "--collision-mode", "perfect"])
-    with pytest.raises(SystemExit):
-        tt.main()
-    assert "perfect" in capsys.readouterr().err

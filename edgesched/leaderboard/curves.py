@@ -215,9 +215,10 @@ def render_budget_tiers(
         tables: every board's rows (``build``'s tables).
         default_steps: the default ``experiment.total_env_steps``.
         longer: per board, the budget study's rows (entries trained past the default,
-            :func:`longer_budgets`); an entry still improving at the default whose longer
-            run is not lower with a paired 95% CI gains nothing from the longer budget; one
-            whose longer run is lower and no longer improving there needs that budget.
+            :func:`longer_budgets`); an entry still improving at the default none of whose
+            longer runs is lower with a paired 95% CI gains nothing from a longer budget;
+            otherwise the longest budget that is lower is the entry's if its curve is no
+            longer improving there.
         budgets: the boards whose benchmark budget is set to other than the default
             (:data:`edgesched.experiment.budgets.BENCHMARK_BUDGETS`, requested env steps);
             such a board's row says which entries are trained at it, which are still to be
@@ -262,7 +263,9 @@ def render_budget_tiers(
         for r in improving:
             who = entry_name(r.algo, r.shield)
             # variants on other evaluation seeds cannot be compared paired
-            paired = [(v, red) for v, red in longer_budgets(r, longer.get(name, [])) if red]
+            paired = [
+                (v, red) for v, red in longer_budgets(r, longer.get(name, [])) if red is not None
+            ]
             if not paired:
                 untested.append(who)
                 continue
