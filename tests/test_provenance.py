@@ -38,6 +38,11 @@ def test_a_key_missing_from_an_old_config_is_what_that_run_trained_with():
     # stored before per-job credit / preemptive shielding existed: the stored defaults apply
     old_rlpto = {k: v for k, v in _default("rlpto").items() if k != "credit"}
     assert algo_changes(old_rlpto) == [("credit", "`'team'`", "`'job'`")]
+    older = {k: v for k, v in old_rlpto.items() if k != "placement"}
+    assert algo_changes(older) == [
+        ("credit", "`'team'`", "`'job'`"),
+        ("placement", "`'least_loaded'`", "`'min_alloc'`"),
+    ]
     old_srole = {k: v for k, v in _default("srole").items() if k != "shield_training"}
     assert algo_changes(old_srole) == [("shield_training", "`'postposed'`", "`'preemptive'`")]
 

@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 
 from edgesched.algos.common import VecSim
 from edgesched.algos.rlpto.trainer import GROW, KEEP, SHRINK, RLPTOTrainer
+from edgesched.baselines import make_baseline
 from edgesched.envs import EdgeClusterSim, make_config
 from edgesched.experiment.schema import AlgoConfig
 from edgesched.policy import EnvSpec
@@ -57,8 +58,10 @@ def test_controller_masks_follow_levels_and_free_capacity():
     # a light load, so that some jobs have room to grow and some do not
     sim = EdgeClusterSim(make_config("edge10", arrival_rate=0.1, collision_mode="reject"))
     sim.reset(3)
+    # least-loaded spreads the jobs so that some have room to grow (the setup this test needs)
+    placer = make_baseline("least_loaded", tr.spec)
     for _ in range(15):
-        sim.step(tr.placer.act(sim.obs, sim.mask, None))
+        sim.step(placer.act(sim.obs, sim.mask, None))
     jobs, _, mask, rule = tr._jobs(sim, tr._quality_before(sim), 1.0)
     assert len(jobs) > 0 and mask[:, KEEP].all()
     # the placer starts every job at the minimum level: nothing to shrink yet

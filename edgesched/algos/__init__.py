@@ -348,6 +348,10 @@ register_algorithm(
 
 
 # ---------------------------------------------------------------------------- RLPTO
+RLPTO_PLACEMENTS = ("min_alloc", "least_loaded", "best_fit")
+"""The baselines RLPTO may place with: those that place at the minimum allocation."""
+
+
 @dataclass
 class RLPTOConfig(PPOConfig):
     """RLPTO (Lu et al., TPDS'23): priority queues, per-job PPO controllers, forecasting.
@@ -363,6 +367,12 @@ class RLPTOConfig(PPOConfig):
         credit: ``team`` (every decision of a slot shares the slot's cluster-reward
             advantage) or ``job`` (the slot's reward split over the running jobs, GAE along
             each job's decisions with a job critic; :mod:`edgesched.algos.rlpto.job_credit`).
+        placement: the rule that places each agent's first feasible queued job at its
+            minimum allocation (a baseline of the same name): ``min_alloc`` (the first
+            feasible target in neighbourhood order, the agent itself first), ``least_loaded``
+            (the target with the most free GPU fraction; the rule before issue #22) or
+            ``best_fit``. The paper does not name one (an assumption, chosen from the
+            heuristic rows of the v1 boards; see :mod:`edgesched.algos.rlpto.trainer`).
     """
 
     name: str = "rlpto"
@@ -372,8 +382,10 @@ class RLPTOConfig(PPOConfig):
     forecast_window: int = 10
     forecast_refit: int = 50
     credit: str = "job"
-    # stored configs from before per-job credit trained with the team's
-    stored_defaults: ClassVar[dict[str, Any]] = {"credit": "team"}
+    placement: str = "min_alloc"
+    # stored configs from before per-job credit trained with the team's, and those from
+    # before the placement option placed least-loaded
+    stored_defaults: ClassVar[dict[str, Any]] = {"credit": "team", "placement": "least_loaded"}
 
 
 def _rlpto(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:
@@ -396,6 +408,7 @@ register_algorithm(
 
 
 __all__ = [
+    "RLPTO_PLACEMENTS",
     "AlgorithmConfig",
     "AlgorithmEntry",
     "DQNCentralConfig",

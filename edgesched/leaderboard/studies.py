@@ -169,7 +169,9 @@ def render_rlpto(tables: dict[str, list[Row]]) -> str | None:
         "",
         "RLPTO (Lu et al., TPDS 2023) reports that it earns the largest cluster reward among "
         "the compared schedulers and uses more nodes for jobs with more data. Here `rlpto` "
-        "(priority queues, least-loaded placement at the minimum allocation, a PPO "
+        "(priority queues, placement at the minimum allocation by a baseline's rule, "
+        "`algo.placement`: `min_alloc`, the first feasible node with the agent's own first, "
+        "since issue #22, `least_loaded` before; a PPO "
         "shrink/keep/grow controller with the ARIMA+GRU forecast, convergence-aware "
         "shrinking) vs unshielded `mappo` and every heuristic, on the same held-out seeds. "
         "*Cluster reward* is RLPTO's own (`edgesched.experiment.evaluation.cluster_reward`, "
