@@ -598,6 +598,40 @@ def test_rlpto_study_computes_its_targets_from_the_rows():
     assert "1.50 GPUs per running job for jobs below the median size and 2.50 above" in md
     rl.metrics["cluster_reward"] = -7.5
     assert "rlpto not highest: missed" in render_rlpto({"edge50": rows})
+    # with per-seed rewards the verdict needs the paired interval above zero
+    base = np.linspace(-10.0, -5.0, 10)
+    rows[3].seed_cluster_rewards = list(base)  # optimus
+    rows[1].seed_cluster_rewards = list(base - 3)  # mappo
+    rows[2].seed_cluster_rewards = list(base - 3)  # fifo
+    rows[3].metrics["cluster_reward"] = float(base.mean())
+    rl.seed_cluster_rewards = list(base + 1.0)  # ahead by 1.0 on every seed
+    rl.metrics["cluster_reward"] = float(base.mean() + 1.0)
+    md = render_rlpto({"edge50": rows})
+    assert "(rlpto highest: met; rlpto minus optimus, paired over evaluation seeds: " in md
+    assert "+1.0 [+1.0, +1.0]" in md
+    # ahead on the mean, but by less than the seed-to-seed noise of the difference
+    noise = np.array([4.0, -4.0] * 5)
+    rl.seed_cluster_rewards = list(base + 0.5 + noise)
+    md = render_rlpto({"edge50": rows})
+    assert "rlpto highest on the point estimate only, not separable: missed" in md
+    rl.seed_cluster_rewards = list(base[:3])  # other seeds: not comparable, plain verdict
+    rl.eval_seeds = rl.eval_seeds[:3]
+    assert "(rlpto highest: met; 3 entries" in render_rlpto({"edge50": rows})
+
+
+def test_paired_difference_is_paired_over_seeds():
+    y = np.array([-10.0, -40.0, -20.0, -80.0, -30.0])
+    shifted = stats.paired_difference(y + 2.0, y)
+    assert shifted.value == pytest.approx(2.0)
+    assert shifted.low == pytest.approx(2.0) and shifted.high == pytest.approx(2.0)
+    rng = np.random.default_rng(0)
+    x = y + rng.normal(0.0, 3.0, len(y))
+    e = stats.paired_difference(x, y)
+    assert e.value == pytest.approx(x.mean() - y.mean())
+    assert e.low <= e.value <= e.high
+    assert np.isnan(stats.paired_difference(x[:1], y[:1]).low)
+    with pytest.raises(ValueError, match="paired samples, got 5 and 4"):
+        stats.paired_difference(x, y[:4])
 
 
 def test_refresh_reevaluates_in_place_and_adds_new_metrics(tmp_path):

@@ -46,6 +46,17 @@ def _score_matrix(recs: list[Record]) -> tuple[np.ndarray, list[int]]:
     return mat, seeds
 
 
+def _seed_cluster_rewards(recs: list[Record], seeds: list[int]) -> list[float]:
+    """RLPTO's cluster reward per evaluation seed, averaged over runs and episodes."""
+    from edgesched.protocol import cluster_reward
+
+    per: dict[int, list[float]] = {}
+    for rec in recs:
+        for row in rec.data["per_episode"]:
+            per.setdefault(row["eval_seed"], []).append(cluster_reward(row))
+    return [float(np.mean(per[s])) for s in seeds]
+
+
 def _strata(mat: np.ndarray, learned: bool) -> list[np.ndarray]:
     # learned: one stratum per evaluation seed holding the training seeds' scores;
     # heuristic: a single stratum whose runs are the evaluation seeds
@@ -161,6 +172,7 @@ def compute_rows(recs: list[Record], reference: str = REFERENCE) -> list[Row]:
                 config_hashes=sorted({str(r.data["config_hash"]) for r in group}),
                 episode_jcts=[float(row["jct_mean"]) for row in all_rows],
                 seed_scores=mat.tolist(),
+                seed_cluster_rewards=_seed_cluster_rewards(group, seeds),
                 fingerprint=json.dumps(
                     [(r.data["eval_seeds"], r.data["per_episode"]) for r in group], sort_keys=True
                 ),

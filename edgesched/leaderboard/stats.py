@@ -130,6 +130,26 @@ def stratified_bootstrap(
     return _percentile_ci(value, data, vectorized, False, confidence, n_resamples, seed)
 
 
+def _paired(
+    name: str,
+    x: np.ndarray,
+    y: np.ndarray,
+    statistic: Callable[..., np.ndarray],
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+) -> Estimate:
+    """``statistic(x, y)`` with a bootstrap CI that resamples the (x, y) pairs together."""
+    x = np.asarray(x, np.float64).ravel()
+    y = np.asarray(y, np.float64).ravel()
+    if len(x) != len(y):
+        raise ValueError(f"{name} needs paired samples, got {len(x)} and {len(y)}")
+    value = float(statistic(x, y))
+    if len(x) < 2:
+        return Estimate(value, float("nan"), float("nan"))
+    return _percentile_ci(value, (x, y), statistic, True, confidence, n_resamples, seed)
+
+
 def _reduction_stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
     return 1.0 - x.mean(axis=axis) / y.mean(axis=axis)
 
@@ -161,14 +181,40 @@ def relative_reduction(
     Raises:
         ValueError: ``x`` and ``y`` differ in length.
     """
-    x = np.asarray(x, np.float64).ravel()
-    y = np.asarray(y, np.float64).ravel()
-    if len(x) != len(y):
-        raise ValueError(f"relative_reduction needs paired samples, got {len(x)} and {len(y)}")
-    value = float(_reduction_stat(x, y))
-    if len(x) < 2:
-        return Estimate(value, float("nan"), float("nan"))
-    return _percentile_ci(value, (x, y), _reduction_stat, True, confidence, n_resamples, seed)
+    return _paired("relative_reduction", x, y, _reduction_stat, confidence, n_resamples, seed)
+
+
+def _difference_stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    return x.mean(axis=axis) - y.mean(axis=axis)
+
+
+def paired_difference(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    confidence: float = CONFIDENCE,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+) -> Estimate:
+    """``mean(x) - mean(y)`` with a CI that resamples evaluation seeds paired.
+
+    For scores that are not a positive cost, where a relative reduction means nothing (RLPTO's
+    cluster reward is negative and higher is better).
+
+    Args:
+        x: (S,) X's score on each evaluation seed.
+        y: (S,) Y's score on the same seeds, in the same order.
+        confidence: confidence level of the interval.
+        n_resamples: bootstrap replicates.
+        seed: seed of the bootstrap's generator.
+
+    Returns:
+        The difference with a paired percentile bootstrap CI (NaN below two seeds).
+
+    Raises:
+        ValueError: ``x`` and ``y`` differ in length.
+    """
+    return _paired("paired_difference", x, y, _difference_stat, confidence, n_resamples, seed)
 
 
 def probability_of_improvement(

@@ -217,11 +217,27 @@ def render_rlpto(tables: dict[str, list[Row]]) -> str | None:
         if others and np.isfinite(rl.metrics["cluster_reward"]):
             best = max(others, key=lambda r: r.metrics["cluster_reward"])
             top = rl.metrics["cluster_reward"] > best.metrics["cluster_reward"]
+            diff = paired_cluster_reward_difference(rl, best)
+            if diff is None or not np.isfinite(diff.low):
+                verdict = "rlpto highest: met" if top else "rlpto not highest: missed"
+                paired = ""
+            else:
+                # a point estimate ahead by less than the workload noise is not "highest"
+                verdict = (
+                    "rlpto highest: met"
+                    if diff.low > 0
+                    else "rlpto highest on the point estimate only, not separable: missed"
+                    if top
+                    else "rlpto not highest: missed"
+                )
+                paired = (
+                    f"; rlpto minus {best.algo}, paired over evaluation seeds: "
+                    f"{diff.value:+.1f} [{diff.low:+.1f}, {diff.high:+.1f}]"
+                )
             checks.append(
                 f"- Cluster reward: rlpto {rl.metrics['cluster_reward']:.1f}, best other "
                 f"{best.algo} {best.metrics['cluster_reward']:.1f} "
-                f"({'rlpto highest: met' if top else 'rlpto not highest: missed'}; "
-                f"{len(others)} entries with the metric)."
+                f"({verdict}{paired}; {len(others)} entries with the metric)."
             )
         heur = [
             r for r in rows if not r.learned and np.isfinite(r.metrics.get("jct_prio_0", np.nan))
@@ -271,6 +287,23 @@ def paired_reduction(a: Row, b: Row) -> stats.Estimate | None:
     if a.eval_seeds != b.eval_seeds or a.episodes != b.episodes or not a.seed_scores:
         return None
     return stats.relative_reduction(per_eval_seed(a), per_eval_seed(b))
+
+
+def paired_cluster_reward_difference(a: Row, b: Row) -> stats.Estimate | None:
+    """``a``'s cluster reward minus ``b``'s, paired over evaluation seeds.
+
+    ``None`` when they are not comparable: other seeds, or a record without the metrics.
+    """
+    if (
+        a.eval_seeds != b.eval_seeds
+        or a.episodes != b.episodes
+        or not a.seed_cluster_rewards
+        or not np.all(np.isfinite(a.seed_cluster_rewards + b.seed_cluster_rewards))
+    ):
+        return None
+    return stats.paired_difference(
+        np.asarray(a.seed_cluster_rewards), np.asarray(b.seed_cluster_rewards)
+    )
 
 
 def reduction_text(e: stats.Estimate | None) -> str:

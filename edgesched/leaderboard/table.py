@@ -40,6 +40,9 @@ class Row:
     episode_jcts: list[float] = field(repr=False)
     seed_scores: list[list[float]] = field(default_factory=list, repr=False)
     """Mean JCT per (training seed or heuristic run, evaluation seed in ``eval_seeds``)."""
+    seed_cluster_rewards: list[float] = field(default_factory=list, repr=False)
+    """RLPTO's cluster reward per evaluation seed in ``eval_seeds`` (mean over training seeds
+    and episodes; NaN where a record predates its metrics)."""
     aliases: tuple[str, ...] = ()
     """Other heuristics whose records on this board are identical to this one's."""
     fingerprint: str = field(default="", repr=False)
