@@ -43,7 +43,8 @@ def main() -> None:
     p.add_argument("--policies", nargs="+", default=BOARD_POLICIES, help="policy.pt files")
     p.add_argument("--scenario", default="tapfinger-hetero6", help="scenario (its latest version)")
     p.add_argument("--seeds", type=int, nargs="+", default=list(range(10000, 10010)))
-    p.add_argument("--out", default="", help="directory for tapfinger_work_conserving.md")
+    p.add_argument("--out", default="", help="directory for the results file <name>.md")
+    p.add_argument("--name", default="tapfinger_work_conserving", help="results file's name")
     args = p.parse_args()
     t0 = time.perf_counter()
     cols: dict[str, dict[int, float]] = {}
@@ -53,7 +54,7 @@ def main() -> None:
         cols[f"{name} work-conserving"] = per_seed_jct(path, args.scenario, args.seeds, True)
     base = baseline_jct(args.scenario, {}, args.seeds, 1)
     names = sorted(base, key=lambda k: np.mean(list(base[k].values())))
-    rep = Report("tapfinger_work_conserving", args.out)
+    rep = Report(args.name, args.out)
     rep.print(
         f"Machine: {cpu_name()}. `{args.scenario}`, held-out seeds {args.seeds[0]}.."
         f"{args.seeds[-1]} (one episode each): mean JCT per seed of each policy as trained and "

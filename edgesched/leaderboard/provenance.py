@@ -1,11 +1,12 @@
 """Whether a learned entry is what ``python train.py algo=<name>`` trains today.
 
 A record names the algorithm it was trained with, but an algorithm's defaults move on (RLPTO's
-credit became per-job, SROLE's shield training became preemptive, ``dqn_central`` became
-work-conserving). A board row labelled ``rlpto`` that was trained before such a change still
-reproduces under ``validate`` (its policy file keeps the settings it was trained with), yet it is
-not the algorithm a reader would run. This module compares each learned record with today's
-defaults, from what the record and its policy file store:
+credit became per-job and its placement ``min_alloc``, SROLE's shield training became
+preemptive, ``dqn_central`` became work-conserving). A board row labelled ``rlpto`` that was
+trained before such a change still reproduces under ``validate`` (its policy file keeps the
+settings it was trained with), yet it is not the algorithm a reader would run. This module
+compares each learned record with today's defaults, from what the record and its policy file
+store:
 
 * the algorithm's hyperparameters: the ``algo`` node of the policy file, read through
   :func:`edgesched.algos.config_from_dict` (so a key added later takes the value that keeps the
