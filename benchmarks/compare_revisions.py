@@ -1,4 +1,4 @@
-"""Environment throughput of this checkout against another git revision, measured in one run.
+"""Environment or training throughput of this checkout against another git revision, in one run.
 
 Checks out ``--rev`` into a temporary git worktree, then alternates between the two trees
 (old, new, old, new ...), each time running ``env_throughput``'s array, dict or batched
@@ -7,12 +7,19 @@ unless ``--copies``). Alternating in one run is what makes the ratio meaningful
 on a shared machine whose speed drifts between minutes; each side's best round is reported
 (as ``timeit`` does), and the ratio new / old.
 
+With ``--train`` it compares training instead: each round is a short run of
+``train_throughput.measure`` (``--updates`` PPO updates through the runner, one torch
+thread) with the tree's package and ``conf/algo`` settings, and reports env-steps/s of the
+training loop (collection and learning together).
+
 Usage::
 
     python benchmarks/compare_revisions.py --rev ef6c34d
     python benchmarks/compare_revisions.py --rev ef6c34d --scenarios edge50 --rounds 5
     python benchmarks/compare_revisions.py --rev ef6c34d --out benchmarks/results
     python benchmarks/compare_revisions.py --rev 9842e12 --paths array,batched
+    python benchmarks/compare_revisions.py --rev ce4d875 --scenarios edge50 \
+        --train mappo,srole:central
 """
 
 from __future__ import annotations
@@ -68,6 +75,73 @@ def measure(
     return float(json.loads(out.stdout.strip().splitlines()[-1])[1])
 
 
+_TRAIN_SNIPPET = """
+import json, sys
+sys.path.insert(0, {bench!r})
+sys.path.insert(0, {tree!r})
+import train_throughput as t
+from pathlib import Path
+m = t.measure({algo!r}, {name!r}, {updates!r}, 1, {shield!r}, root=Path({tree!r}))
+print(json.dumps(m["steps"] / m["wall"]))
+"""
+
+
+def measure_training(tree: Path, algo: str, shield: str, name: str, updates: int) -> float:
+    """Env-steps/s of ``tree``'s training loop: ``updates`` updates of ``algo`` on ``name``.
+
+    The harness is this checkout's ``train_throughput.measure``; the package and the
+    algorithm's ``conf/algo`` settings are ``tree``'s.
+    """
+    code = _TRAIN_SNIPPET.format(
+        bench=str(ROOT / "benchmarks"),
+        tree=str(tree),
+        algo=algo,
+        shield=shield,
+        name=name,
+        updates=updates,
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tree, check=True, capture_output=True, text=True
+    )
+    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _compare_envs(rep: Report, args: argparse.Namespace, old: Path) -> None:
+    rep.print(f"old: {args.rev}  new: this checkout (agent-decisions/s, best of rounds)")
+    rep.print(f"{'scenario':20s} {'path':6s} {'old':>12s} {'new':>12s} {'new/old':>8s}")
+    for name in args.scenarios.split(","):
+        for path in args.paths.split(","):
+            best = {"old": 0.0, "new": 0.0}
+            for _ in range(args.rounds):
+                for side, tree in (("old", old), ("new", ROOT)):
+                    rate = measure(tree, path, name, args.seconds, args.windows, args.copies)
+                    best[side] = max(best[side], rate)
+            rep.print(
+                f"{name:20s} {path:6s} {best['old']:12,.0f} {best['new']:12,.0f} "
+                f"{best['new'] / best['old']:8.3f}"
+            )
+
+
+def _compare_training(rep: Report, args: argparse.Namespace, old: Path) -> None:
+    rep.print(
+        f"old: {args.rev}  new: this checkout (training env-steps/s, {args.updates} updates, "
+        "1 torch thread, best of rounds)"
+    )
+    rep.print(f"{'scenario':20s} {'algo':16s} {'old':>10s} {'new':>10s} {'new/old':>8s}")
+    for name in args.scenarios.split(","):
+        for item in args.train.split(","):
+            algo, _, shield = item.partition(":")
+            best = {"old": 0.0, "new": 0.0}
+            for _ in range(args.rounds):
+                for side, tree in (("old", old), ("new", ROOT)):
+                    rate = measure_training(tree, algo, shield or "none", name, args.updates)
+                    best[side] = max(best[side], rate)
+            rep.print(
+                f"{name:20s} {item:16s} {best['old']:10,.0f} {best['new']:10,.0f} "
+                f"{best['new'] / best['old']:8.3f}"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print (and optionally write) the new/old agent-decisions/s per scenario and path."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -80,7 +154,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--windows", type=int, default=4)
     p.add_argument("--out", type=Path, help="also write the results file in this folder")
     p.add_argument("--name", default="compare_revisions", help="results file name without .md")
+    p.add_argument(
+        "--train",
+        default="",
+        help="compare training instead: comma-separated algo or algo:shield (e.g. mappo,"
+        "srole:central)",
+    )
+    p.add_argument("--updates", type=int, default=10, help="PPO updates per training round")
     args = p.parse_args(argv)
+    if args.train and args.updates < 1:
+        p.error(f"--updates={args.updates} is not allowed; use 1 or more")
     rep = Report(args.name, str(args.out or ""))
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / "old"
@@ -91,21 +174,10 @@ def main(argv: list[str] | None = None) -> int:
             capture_output=True,
         )
         try:
-            rep.print(f"old: {args.rev}  new: this checkout (agent-decisions/s, best of rounds)")
-            rep.print(f"{'scenario':20s} {'path':6s} {'old':>12s} {'new':>12s} {'new/old':>8s}")
-            for name in args.scenarios.split(","):
-                for path in args.paths.split(","):
-                    best = {"old": 0.0, "new": 0.0}
-                    for _ in range(args.rounds):
-                        for side, tree in (("old", old), ("new", ROOT)):
-                            rate = measure(
-                                tree, path, name, args.seconds, args.windows, args.copies
-                            )
-                            best[side] = max(best[side], rate)
-                    rep.print(
-                        f"{name:20s} {path:6s} {best['old']:12,.0f} {best['new']:12,.0f} "
-                        f"{best['new'] / best['old']:8.3f}"
-                    )
+            if args.train:
+                _compare_training(rep, args, old)
+            else:
+                _compare_envs(rep, args, old)
         finally:
             subprocess.run(
                 ["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, capture_output=True

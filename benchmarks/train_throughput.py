@@ -10,6 +10,7 @@ Usage::
     python benchmarks/train_throughput.py                       # mappo on edge50
     python benchmarks/train_throughput.py --algo ippo --env edge10 --updates 10
     python benchmarks/train_throughput.py --algo tapfinger --env tapfinger-hetero6 --updates 30
+    python benchmarks/train_throughput.py --algo srole --shield central   # the README's main job
     python benchmarks/train_throughput.py --updates 30 --out benchmarks/results  # + .md file
     python benchmarks/train_throughput.py --threads 2   # torch threads (default: the runs' 1)
     python benchmarks/train_throughput.py --collision-mode timeshare   # the scenario's dynamics
@@ -40,12 +41,83 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import Report  # benchmarks/ is a folder of scripts, not a package
 
 
+def measure(
+    algo: str,
+    env: str,
+    updates: int,
+    threads: int = 1,
+    shield: str = "none",
+    collision_mode: str = "",
+    root: Path | None = None,
+) -> dict[str, float]:
+    """One short training run through the real runner, timed from its ``metrics.jsonl``.
+
+    Args:
+        algo: registered algorithm, with its ``conf/algo`` settings.
+        env: registered scenario.
+        updates: PPO updates (collect + learn) at the default rollout shape.
+        threads: torch CPU threads.
+        shield: shield in the loop.
+        collision_mode: override of the scenario's collision mode ("" keeps its own).
+        root: the checkout whose ``conf/algo`` settings apply (default: this one; another
+            revision's in ``compare_revisions.py --train``).
+
+    Returns:
+        ``wall`` (seconds of the training loop), ``steps`` (env steps), ``agents`` (per
+        step), ``updates``, ``per_update`` (env steps), ``default_steps`` (the default
+        budget) and ``total`` (seconds of the whole run, setup and evaluation included).
+    """
+    cfg = OmegaConf.structured(TrainConfig(algo=AlgoConfig(name=algo), env=EnvConfig(name=env)))
+    cfg.shield.name = shield
+    if collision_mode:
+        cfg.env.overrides = {"collision_mode": collision_mode}
+    # the algorithm's own settings, as `python train.py algo=<name>` composes them
+    root = root or Path(__file__).resolve().parents[1]
+    algo_yaml = root / "conf" / "algo" / f"{algo}.yaml"
+    if algo_yaml.is_file():
+        own = OmegaConf.load(algo_yaml)
+        own.pop("defaults", None)
+        cfg.algo = OmegaConf.merge(cfg.algo, own)
+    default_steps = cfg.experiment.total_env_steps
+    # the default experiment's rollout shape; a single short evaluation episode
+    per_update = cfg.experiment.num_envs * cfg.experiment.rollout_steps
+    cfg.experiment.total_env_steps = updates * per_update
+    cfg.experiment.checkpoint_every = updates
+    # one held-out episode at the end; the figures below come from metrics.jsonl, which
+    # times the training loop only (overriding max_slots would shorten training episodes
+    # too and time workload generation instead of learning)
+    cfg.experiment.eval_seeds = [10_000]
+    cfg.experiment.threads = threads
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg.run_dir = str(Path(tmp) / "run")
+        t0 = time.perf_counter()
+        run(cfg)
+        total = time.perf_counter() - t0
+        rows = [json.loads(x) for x in (Path(cfg.run_dir) / "metrics.jsonl").open()]
+    steps = rows[-1]["env_steps"]
+    return {
+        "wall": rows[-1]["wall_time"],
+        "steps": steps,
+        "agents": rows[-1]["agent_decisions"] // steps,
+        "updates": len(rows),
+        "per_update": per_update,
+        "default_steps": default_steps,
+        "total": total,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algo", default="mappo")
     parser.add_argument("--env", default="edge50")
     parser.add_argument("--updates", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument(
+        "--shield",
+        default="",
+        help="shield in the loop (srole needs central or regional; default: the algorithm's "
+        "own, none for the others)",
+    )
     parser.add_argument(
         "--collision-mode",
         default="",
@@ -59,53 +131,30 @@ def main() -> None:
     suffix = f"_threads{args.threads}" if args.threads != 1 else ""
     if args.collision_mode:
         suffix += f"_{args.collision_mode}"
+    shield = args.shield or ("central" if args.algo == "srole" else "none")
+    if shield != "none":
+        suffix += f"_{shield}"
     report = Report(f"train_throughput_{args.algo}_{args.env}{suffix}", args.out)
-    cfg = OmegaConf.structured(
-        TrainConfig(algo=AlgoConfig(name=args.algo), env=EnvConfig(name=args.env))
-    )
-    if args.collision_mode:
-        cfg.env.overrides = {"collision_mode": args.collision_mode}
-    # the algorithm's own settings, as `python train.py algo=<name>` composes them
-    algo_yaml = Path(__file__).resolve().parents[1] / "conf" / "algo" / f"{args.algo}.yaml"
-    if algo_yaml.is_file():
-        own = OmegaConf.load(algo_yaml)
-        own.pop("defaults", None)
-        cfg.algo = OmegaConf.merge(cfg.algo, own)
-    default_steps = cfg.experiment.total_env_steps
-    # the default experiment's rollout shape; a single short evaluation episode
-    per_update = cfg.experiment.num_envs * cfg.experiment.rollout_steps
-    cfg.experiment.total_env_steps = args.updates * per_update
-    cfg.experiment.checkpoint_every = args.updates
-    # one held-out episode at the end; the figures below come from metrics.jsonl, which
-    # times the training loop only (overriding max_slots would shorten training episodes
-    # too and time workload generation instead of learning)
-    cfg.experiment.eval_seeds = [10_000]
-    cfg.experiment.threads = args.threads
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg.run_dir = str(Path(tmp) / "run")
-        t0 = time.perf_counter()
-        run(cfg)
-        total = time.perf_counter() - t0
-        rows = [json.loads(x) for x in (Path(cfg.run_dir) / "metrics.jsonl").open()]
-    wall = rows[-1]["wall_time"]
-    steps = rows[-1]["env_steps"]
-    agents = rows[-1]["agent_decisions"] // steps
+    m = measure(args.algo, args.env, args.updates, args.threads, shield, args.collision_mode)
+    wall, steps, agents, rows = m["wall"], m["steps"], m["agents"], m["updates"]
+    per_update, default_steps, total = m["per_update"], m["default_steps"], m["total"]
     report.print(
         f"edgesched {edgesched.__version__}, python {platform.python_version()}, "
         f"{args.algo} on {args.env}, {args.updates} updates of {per_update} env steps, "
         f"{args.threads} torch thread(s)"
+        + (f", shield={shield}" if shield != "none" else "")
         + (f", collision_mode={args.collision_mode}" if args.collision_mode else "")
     )
     report.print(f"env-steps/s (collect + learn): {steps / wall:,.0f}")
     report.print(f"agent-decisions/s:             {steps * agents / wall:,.0f}")
-    report.print(f"updates/s:                     {len(rows) / wall:.3f}")
+    report.print(f"updates/s:                     {rows / wall:.3f}")
     report.print(
         f"wall time of the loop: {wall:.1f} s (whole run incl. setup and eval: {total:.1f} s)"
     )
     default_updates = -(-default_steps // per_update)
     report.print(
         f"default budget ({default_steps:,} env steps = {default_updates} updates) at this "
-        f"rate: {default_updates * wall / len(rows) / 60:.1f} min of training"
+        f"rate: {default_updates * wall / rows / 60:.1f} min of training"
     )
     report.save()
 

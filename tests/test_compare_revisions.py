@@ -24,3 +24,14 @@ def test_measure_runs_the_trees_benchmark(cr, path, copies):
 def test_measure_rejects_an_unknown_path(cr):
     with pytest.raises(ValueError, match="path='vector' is not allowed"):
         cr.measure(ROOT, "vector", "edge10", seconds=0.2, windows=1)
+
+
+def test_measure_training_runs_the_trees_runner(cr, tmp_path):
+    rate = cr.measure_training(ROOT, "mappo", "none", "edge10", updates=1)
+    assert rate > 0
+
+
+def test_training_mode_rejects_zero_updates(cr, capsys):
+    with pytest.raises(SystemExit):
+        cr.main(["--rev", "HEAD", "--train", "mappo", "--updates", "0"])
+    assert "--updates=0 is not allowed" in capsys.readouterr().err

@@ -66,3 +66,23 @@ def test_collision_mode_reaches_the_run_and_names_the_file(
     assert seen == [{"collision_mode": "timeshare"}]
     assert "collision_mode=timeshare" in capsys.readouterr().out
     assert (tmp_path / "train_throughput_mappo_edge10_timeshare.md").is_file()
+
+
+def test_srole_runs_with_its_shield_and_names_the_file(
+    tt, monkeypatch, capsys, tmp_path, torch_threads_kept
+):
+    seen = []
+    real_run = tt.run
+
+    def run(cfg):
+        seen.append((cfg.algo.name, cfg.shield.name, cfg.algo.shield_training))
+        return real_run(cfg)
+
+    monkeypatch.setattr(tt, "run", run)
+    argv = ["train_throughput.py", "--algo", "srole", "--env", "edge10", "--updates", "1"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path)])
+    tt.main()
+    # srole's default shield and its conf/algo settings (preemptive training)
+    assert seen == [("srole", "central", "preemptive")]
+    assert "shield=central" in capsys.readouterr().out
+    assert (tmp_path / "train_throughput_srole_edge10_central.md").is_file()

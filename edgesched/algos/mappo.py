@@ -40,6 +40,7 @@ from torch import nn
 from edgesched.policy import EnvSpec
 
 from .common import (
+    MASKED_LOGIT,
     PPO_STAT_KEYS,
     RunningMeanStd,
     TrainingDivergedError,
@@ -156,18 +157,66 @@ class PPOTrainer:
         shape = obs.shape[:-1]
         o = torch.from_numpy(obs.reshape(-1, obs.shape[-1]))
         m = torch.from_numpy(mask.reshape(-1, mask.shape[-1]))
-        logits = masked_logits(self.actor(o), m)
-        logp_all = torch.log_softmax(logits, dim=-1)
-        probs = probs_of(logp_all) if with_probs or not greedy else None
         if greedy:
+            logits = masked_logits(self.actor(o), m)
+            logp_all = torch.log_softmax(logits, dim=-1)
             a = logits.argmax(dim=-1)
         else:
+            logp_all = self._log_policy(o, m)
+        probs = probs_of(logp_all) if with_probs or not greedy else None
+        if not greedy:
             a = torch.multinomial(probs, 1, generator=self.gen).squeeze(-1)
         logp = logp_all.gather(-1, a[:, None]).squeeze(-1)
         out = (a.numpy().reshape(shape), logp.numpy().reshape(shape))
         if with_probs:
             out += (probs.numpy().reshape(*shape, -1),)
         return out
+
+    def _log_policy(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(R, A) masked log-probabilities, the network run only where there is a choice.
+
+        A row with one feasible action (on the edge scenarios, an agent that can only
+        defer: about 95% of edge50's decisions) has that action at log-probability exactly
+        0, whatever the logits, and no gradient; it gets 0 there and ``MASKED_LOGIT``
+        elsewhere (below the point where :func:`probs_of` returns exactly 0, as the
+        network's row would). Skipping those rows is most of the actor's cost in a
+        rollout and a PPO update. Values match the full computation to float rounding:
+        the matrix products run on fewer rows, so a row's sums may round differently.
+        """
+        single = mask.sum(-1) == 1
+        if not bool(single.any()):
+            return torch.log_softmax(masked_logits(self.actor(obs), mask), dim=-1)
+        rows = torch.nonzero(~single).squeeze(-1)
+        out = torch.full(mask.shape, MASKED_LOGIT).masked_fill(mask, 0.0)
+        if len(rows):
+            sub = masked_logits(self.actor(obs[rows]), mask[rows])
+            out = out.index_put((rows,), torch.log_softmax(sub, dim=-1))
+        return out
+
+    def _logp_entropy(
+        self, obs: torch.Tensor, mask: torch.Tensor, actions: torch.Tensor, choice: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities of ``actions`` and entropies, (G, N) each, for the PPO loss.
+
+        Only the rows of ``choice`` (agents with more than one feasible action) go through
+        the network; the others are exactly 0 in both and carry no gradient (see
+        :meth:`_log_policy`).
+        """
+        rows = torch.nonzero(choice.reshape(-1)).squeeze(-1)
+        logp_all = torch.log_softmax(
+            masked_logits(
+                self.actor(obs.reshape(-1, obs.shape[-1])[rows]),
+                mask.reshape(-1, mask.shape[-1])[rows],
+            ),
+            dim=-1,
+        )
+        lp = logp_all.gather(-1, actions.reshape(-1)[rows, None]).squeeze(-1)
+        ent = -(probs_of(logp_all) * logp_all.clamp_min(-1e4)).sum(-1)
+        zero = obs.new_zeros(choice.numel())
+        return (
+            zero.index_put((rows,), lp).reshape(choice.shape),
+            zero.index_put((rows,), ent).reshape(choice.shape),
+        )
 
     @torch.no_grad()
     def value(self, obs: np.ndarray, state: np.ndarray) -> np.ndarray:
@@ -279,19 +328,35 @@ class PPOTrainer:
         regional = self.shield_name == "regional"
         place = np.arange(1, a_dim)
         for c, copy in enumerate(vec.copies):
+            order = torch.randperm(n, generator=self.gen).numpy()
+            u = torch.rand(n, generator=self.gen, dtype=torch.float64).numpy()
+            # An agent with no feasible placement can only defer: its distribution is the
+            # point mass on action 0 whatever the others commit (masks only lose entries),
+            # exactly what the loop below would compute for it. Most agents are such on
+            # the edge scenarios (about 95% of decisions on edge50), and the loop's small
+            # numpy calls were about 40% of a default srole run. The draws above stay one
+            # per agent, so the generator's stream is the same.
+            forced = eff[c, :, 0] & ~eff[c, :, 1:].any(-1)
+            actions[c, forced] = 0
+            probs[c, forced, 0] = 1.0
+            active = np.flatnonzero(~forced)
+            if not len(active):
+                continue
             view = copy.view()
             slot, k, lvl = view.decode(place)
-            jobs = np.asarray(view.pending)[:, slot]  # (N, A-1)
-            nodes = np.asarray(view.neighbors)[:, k]
+            # rows of the active agents only: row[i] is agent i's row
+            row = np.full(n, -1, np.int64)
+            row[active] = np.arange(len(active))
+            jobs = np.asarray(view.pending)[active][:, slot]  # (n_active, A-1)
+            nodes = np.asarray(view.neighbors)[active][:, k]
             alloc = view.alloc(np.maximum(jobs, 0), np.broadcast_to(lvl, jobs.shape))
             region = np.asarray(view.regions) if regional else np.zeros(n, np.int64)
             free = {r: view.free for r in np.unique(region).tolist()}
-            order = torch.randperm(n, generator=self.gen).numpy()
-            u = torch.rand(n, generator=self.gen, dtype=torch.float64).numpy()
-            for i in order.tolist():
+            for i in order[~forced[order]].tolist():
+                r = row[i]
                 room = free[int(region[i])]
-                ok = eff[c, i, 1:] & (jobs[i] >= 0) & (nodes[i] >= 0)
-                ok &= (alloc[i] <= room[np.maximum(nodes[i], 0)] + 1e-9).all(-1)
+                ok = eff[c, i, 1:] & (jobs[r] >= 0) & (nodes[r] >= 0)
+                ok &= (alloc[r] <= room[np.maximum(nodes[r], 0)] + 1e-9).all(-1)
                 eff[c, i, 1:] = ok
                 z = np.where(eff[c, i], logits[c, i], -np.inf)
                 p = np.exp(z - z.max())
@@ -302,7 +367,7 @@ class PPOTrainer:
                 actions[c, i] = choice
                 probs[c, i] = p
                 if choice > 0:
-                    room[nodes[i, choice - 1]] -= alloc[i, choice - 1]
+                    room[nodes[r, choice - 1]] -= alloc[r, choice - 1]
         logp = np.log(probs[np.arange(e)[:, None], np.arange(n)[None, :], actions])
         return actions, logp.astype(np.float32), probs, eff
 
@@ -352,6 +417,8 @@ class PPOTrainer:
         ent_coef = float(cfg.ent_coef_start) + progress * (
             float(cfg.ent_coef_end) - float(cfg.ent_coef_start)
         )
+        # agents with more than one feasible action: only they carry a gradient
+        choice = mask.sum(-1) != 1
         mb = max(g_total // int(cfg.minibatches), 1)
         clip = float(cfg.clip)
         stats = dict.fromkeys(PPO_STAT_KEYS, 0.0)
@@ -360,11 +427,8 @@ class PPOTrainer:
             perm = torch.randperm(g_total, generator=self.gen)
             for start in range(0, g_total, mb):
                 idx = perm[start : start + mb]
-                logits = masked_logits(self.actor(obs[idx]), mask[idx])
-                logp_all = torch.log_softmax(logits, dim=-1)
-                logp = logp_all.gather(-1, actions[idx, :, None]).squeeze(-1)
-                probs = probs_of(logp_all)
-                entropy = -(probs * logp_all.clamp_min(-1e4)).sum(-1).mean()
+                logp, ent = self._logp_entropy(obs[idx], mask[idx], actions[idx], choice[idx])
+                entropy = ent.mean()
                 pg, ratio = clipped_surrogate(logp, old_logp[idx], adv[idx], clip)
                 v = self.critic(obs[idx], state[idx])
                 vloss = 0.5 * ((v - ret_t[idx]) ** 2).mean()
