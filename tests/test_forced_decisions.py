@@ -109,14 +109,21 @@ def test_sampled_actions_follow_the_full_distribution():
     tr, vec = _trainer_and_vec()
     state = tr.gen.get_state()
     a, logp, probs = tr.act(vec.obs, vec.mask, with_probs=True)
+    after = tr.gen.get_state()
     o = torch.from_numpy(vec.obs.reshape(-1, vec.obs.shape[-1]))
     m = torch.from_numpy(vec.mask.reshape(-1, vec.mask.shape[-1]))
     with torch.no_grad():
         want = probs_of(_full_log_policy(tr, o, m))
     np.testing.assert_allclose(probs.reshape(want.shape), want.numpy(), atol=1e-6)
+    # drawn from the network's probabilities where there is a choice, one draw per such
+    # row; a single feasible action is taken without a draw
     tr.gen.set_state(state)
-    ref = torch.multinomial(want, 1, generator=tr.gen).squeeze(-1).numpy()
+    rows = torch.nonzero(m.sum(-1) != 1).squeeze(-1)
+    ref = m.to(torch.uint8).argmax(-1)
+    ref[rows] = torch.multinomial(want[rows], 1, generator=tr.gen).squeeze(-1)
+    ref = ref.numpy()
     np.testing.assert_array_equal(a.reshape(-1), ref)
+    assert torch.equal(tr.gen.get_state(), after)  # and no other draw was made
     assert vec.mask.reshape(-1, vec.mask.shape[-1])[np.arange(len(ref)), ref].all()
     single = vec.mask.sum(-1) == 1
     assert (logp[single] == 0).all()
