@@ -33,12 +33,13 @@ scenarios, one that can only defer: about 95% of edge50's agent-decisions) takes
 log-probability exactly 0, entropy 0 and no gradient, whatever the actor says. Rollouts and
 updates therefore run the actor only on the other rows, draw actions only there, and the
 preemptive loop visits only agents with a feasible placement; the critic still values every
-agent. The PPO loss averages over all agents as before. This made training 1.4-1.6x
-(MAPPO, IPPO) and 2.4x (SROLE, preemptive) faster on edge50 (``benchmarks/results/
-compare_train_forced_edge50.md``). Greedy evaluation keeps the full computation, so the
-committed policies' records are unchanged; training matches the full computation to float
-rounding (the actor's matrix products run on fewer rows) but draws from a different point
-of the generator's stream, so a run is not bit-identical to one made before the change.
+agent. The PPO loss averages over all agents as before. This made training 1.3-2.0x
+(MAPPO, IPPO) and 1.8-2.8x (SROLE, preemptive) faster on edge10 to edge100
+(``benchmarks/results/compare_train_forced.md``). Greedy evaluation keeps the full
+computation, so the committed policies' records are unchanged; training matches the full
+computation to float rounding (the actor's matrix products run on fewer rows), but MAPPO's
+and IPPO's rollouts draw from a different point of the generator's stream (no draw for a
+single choice), so their runs are not bit-identical to runs made before the change.
 """
 
 from __future__ import annotations
