@@ -36,10 +36,12 @@ def test_set_budgets_are_registered_boards_longer_than_the_default():
         name = split_scenario_id(scenario_id)[0]
         assert get_scenario(name).id == scenario_id, f"{scenario_id}: not the registered version"
         assert steps > default_budget(), scenario_id
-        assert (CONF / "benchmark" / f"{name}.yaml").is_file(), scenario_id
+        assert name in SWEPT, f"{scenario_id}: no sweep trains this board"
     assert benchmark_budget("edge10") == default_budget()
     assert benchmark_budget("edge50") == benchmark_budget("edge50-v1") == 300_000
     assert benchmark_budget("edge50-v0") == default_budget()  # the archived version
+    assert benchmark_budget("tapfinger-hetero6-lam2") == 300_000
+    assert benchmark_budget("tapfinger-hetero6") == default_budget()
 
 
 SWEEPS = [
@@ -51,7 +53,13 @@ SWEEPS = [
     ("srole", ["env=edge50-highload", "algo=mappo"]),
     ("rlpto", ["env=edge50"]),
     ("rlpto", ["env=edge50-highload"]),
+    # the lambda = 2 board is trained by tapfinger-hetero6's sweep (leaderboards/README.md)
+    ("tapfinger-hetero6", ["env=tapfinger-hetero6-lam2"]),
 ]
+# the boards the sweeps train: each config's own, and those its env= override selects
+SWEPT = {name for name, _ in SWEEPS} | {
+    e.split("=", 1)[1] for _, extra in SWEEPS for e in extra if e.startswith("env=")
+}
 
 
 @pytest.mark.parametrize(("sweep", "extra"), SWEEPS)

@@ -19,6 +19,11 @@ BENCHMARK_BUDGETS: dict[str, int] = {
     # improving at the default, ended lower with a paired CI excluding zero at twice the
     # default, with a flat curve there. Requested steps; runs train whole updates of them.
     "edge50-v1": 300_000,
+    # The budget study (benchmarks/results/budget_study_lam2.md): tapfinger at lambda = 2,
+    # still improving at the default, ended 3.4% lower with a paired CI excluding zero at
+    # twice the default, with a flat curve there. Its sweep is tapfinger-hetero6's config
+    # with env=tapfinger-hetero6-lam2, whose budget resolves through this table.
+    "tapfinger-hetero6-lam2-v0": 300_000,
 }
 """Boards whose benchmark budget is not the default, by scenario id: a budget is measured on
 one version of a scenario, and a new version (other dynamics) starts again at the default."""
