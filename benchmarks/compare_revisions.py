@@ -29,7 +29,9 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import Report  # benchmarks/ is a folder of scripts, not a package
@@ -69,10 +71,15 @@ def measure(
     code = _SNIPPET.format(
         tree=str(tree), path=path, name=name, seconds=seconds, windows=windows, copies=copies
     )
+    return float(_run_in(tree, code)[1])
+
+
+def _run_in(tree: Path, code: str) -> Any:
+    """Run ``code`` in a fresh interpreter in ``tree``; the JSON its last line printed."""
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=tree, check=True, capture_output=True, text=True
     )
-    return float(json.loads(out.stdout.strip().splitlines()[-1])[1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 _TRAIN_SNIPPET = """
@@ -86,11 +93,12 @@ print(json.dumps(m["steps"] / m["wall"]))
 """
 
 
-def measure_training(tree: Path, algo: str, shield: str, name: str, updates: int) -> float:
+def measure_training(tree: Path, algo: str, shield: str | None, name: str, updates: int) -> float:
     """Env-steps/s of ``tree``'s training loop: ``updates`` updates of ``algo`` on ``name``.
 
     The harness is this checkout's ``train_throughput.measure``; the package and the
-    algorithm's ``conf/algo`` settings are ``tree``'s.
+    algorithm's ``conf/algo`` settings (its default shield, for ``shield=None``) are
+    ``tree``'s.
     """
     code = _TRAIN_SNIPPET.format(
         bench=str(ROOT / "benchmarks"),
@@ -100,10 +108,16 @@ def measure_training(tree: Path, algo: str, shield: str, name: str, updates: int
         name=name,
         updates=updates,
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=tree, check=True, capture_output=True, text=True
-    )
-    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+    return float(_run_in(tree, code))
+
+
+def _best_of_rounds(rounds: int, old: Path, rate: Callable[[Path], float]) -> tuple[float, float]:
+    """Each side's best ``rate(tree)`` over ``rounds`` alternations (old, new, old, new ...)."""
+    best = {old: 0.0, ROOT: 0.0}
+    for _ in range(rounds):
+        for tree in (old, ROOT):
+            best[tree] = max(best[tree], rate(tree))
+    return best[old], best[ROOT]
 
 
 def _compare_envs(rep: Report, args: argparse.Namespace, old: Path) -> None:
@@ -111,15 +125,14 @@ def _compare_envs(rep: Report, args: argparse.Namespace, old: Path) -> None:
     rep.print(f"{'scenario':20s} {'path':6s} {'old':>12s} {'new':>12s} {'new/old':>8s}")
     for name in args.scenarios.split(","):
         for path in args.paths.split(","):
-            best = {"old": 0.0, "new": 0.0}
-            for _ in range(args.rounds):
-                for side, tree in (("old", old), ("new", ROOT)):
-                    rate = measure(tree, path, name, args.seconds, args.windows, args.copies)
-                    best[side] = max(best[side], rate)
-            rep.print(
-                f"{name:20s} {path:6s} {best['old']:12,.0f} {best['new']:12,.0f} "
-                f"{best['new'] / best['old']:8.3f}"
+            o, n = _best_of_rounds(
+                args.rounds,
+                old,
+                lambda tree, path=path, name=name: measure(
+                    tree, path, name, args.seconds, args.windows, args.copies
+                ),
             )
+            rep.print(f"{name:20s} {path:6s} {o:12,.0f} {n:12,.0f} {n / o:8.3f}")
 
 
 def _compare_training(rep: Report, args: argparse.Namespace, old: Path) -> None:
@@ -131,15 +144,14 @@ def _compare_training(rep: Report, args: argparse.Namespace, old: Path) -> None:
     for name in args.scenarios.split(","):
         for item in args.train.split(","):
             algo, _, shield = item.partition(":")
-            best = {"old": 0.0, "new": 0.0}
-            for _ in range(args.rounds):
-                for side, tree in (("old", old), ("new", ROOT)):
-                    rate = measure_training(tree, algo, shield or "none", name, args.updates)
-                    best[side] = max(best[side], rate)
-            rep.print(
-                f"{name:20s} {item:16s} {best['old']:10,.0f} {best['new']:10,.0f} "
-                f"{best['new'] / best['old']:8.3f}"
+            o, n = _best_of_rounds(
+                args.rounds,
+                old,
+                lambda tree, algo=algo, shield=shield, name=name: measure_training(
+                    tree, algo, shield or None, name, args.updates
+                ),
             )
+            rep.print(f"{name:20s} {item:16s} {o:10,.0f} {n:10,.0f} {n / o:8.3f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         "--train",
         default="",
         help="compare training instead: comma-separated algo or algo:shield (e.g. mappo,"
-        "srole:central)",
+        "srole:regional; without a shield, the algorithm's default)",
     )
     p.add_argument("--updates", type=int, default=10, help="PPO updates per training round")
     args = p.parse_args(argv)

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -41,15 +42,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import Report  # benchmarks/ is a folder of scripts, not a package
 
 
+def algo_settings(algo: str, root: Path | None = None) -> tuple[Any, str]:
+    """An algorithm's ``conf/algo`` settings and its default shield, as ``train.py`` composes.
+
+    Args:
+        algo: registered algorithm.
+        root: the checkout whose ``conf/algo`` applies (default: this one).
+
+    Returns:
+        ``(settings, shield)``: the file's keys (empty if it has none) and the shield its
+        defaults list selects (``override /shield@...: central`` for srole), else ``none``.
+    """
+    path = (root or Path(__file__).resolve().parents[1]) / "conf" / "algo" / f"{algo}.yaml"
+    own = OmegaConf.load(path) if path.is_file() else OmegaConf.create({})
+    shield = "none"
+    for item in own.pop("defaults", []):
+        if isinstance(item, str):
+            continue
+        for key, value in item.items():
+            if key.split("@")[0] == "override /shield":
+                shield = str(value)
+    return own, shield
+
+
 def measure(
     algo: str,
     env: str,
     updates: int,
     threads: int = 1,
-    shield: str = "none",
+    shield: str | None = None,
     collision_mode: str = "",
     root: Path | None = None,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """One short training run through the real runner, timed from its ``metrics.jsonl``.
 
     Args:
@@ -57,7 +81,8 @@ def measure(
         env: registered scenario.
         updates: PPO updates (collect + learn) at the default rollout shape.
         threads: torch CPU threads.
-        shield: shield in the loop.
+        shield: shield in the loop (``None``: the algorithm's default, see
+            :func:`algo_settings`).
         collision_mode: override of the scenario's collision mode ("" keeps its own).
         root: the checkout whose ``conf/algo`` settings apply (default: this one; another
             revision's in ``compare_revisions.py --train``).
@@ -65,19 +90,15 @@ def measure(
     Returns:
         ``wall`` (seconds of the training loop), ``steps`` (env steps), ``agents`` (per
         step), ``updates``, ``per_update`` (env steps), ``default_steps`` (the default
-        budget) and ``total`` (seconds of the whole run, setup and evaluation included).
+        budget), ``total`` (seconds of the whole run, setup and evaluation included) and
+        ``shield`` (the one used).
     """
     cfg = OmegaConf.structured(TrainConfig(algo=AlgoConfig(name=algo), env=EnvConfig(name=env)))
-    cfg.shield.name = shield
+    own, default_shield = algo_settings(algo, root)
+    cfg.algo = OmegaConf.merge(cfg.algo, own)
+    cfg.shield.name = default_shield if shield is None else shield
     if collision_mode:
         cfg.env.overrides = {"collision_mode": collision_mode}
-    # the algorithm's own settings, as `python train.py algo=<name>` composes them
-    root = root or Path(__file__).resolve().parents[1]
-    algo_yaml = root / "conf" / "algo" / f"{algo}.yaml"
-    if algo_yaml.is_file():
-        own = OmegaConf.load(algo_yaml)
-        own.pop("defaults", None)
-        cfg.algo = OmegaConf.merge(cfg.algo, own)
     default_steps = cfg.experiment.total_env_steps
     # the default experiment's rollout shape; a single short evaluation episode
     per_update = cfg.experiment.num_envs * cfg.experiment.rollout_steps
@@ -103,6 +124,7 @@ def measure(
         "per_update": per_update,
         "default_steps": default_steps,
         "total": total,
+        "shield": str(cfg.shield.name),
     }
 
 
@@ -114,9 +136,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument(
         "--shield",
-        default="",
-        help="shield in the loop (srole needs central or regional; default: the algorithm's "
-        "own, none for the others)",
+        default=None,
+        help="shield in the loop (default: the one conf/algo/<algo>.yaml selects, srole's "
+        "central; none for the others)",
     )
     parser.add_argument(
         "--collision-mode",
@@ -131,13 +153,17 @@ def main() -> None:
     suffix = f"_threads{args.threads}" if args.threads != 1 else ""
     if args.collision_mode:
         suffix += f"_{args.collision_mode}"
-    shield = args.shield or ("central" if args.algo == "srole" else "none")
+    m = measure(args.algo, args.env, args.updates, args.threads, args.shield, args.collision_mode)
+    wall, steps, agents, updates = m["wall"], m["steps"], m["agents"], m["updates"]
+    per_update, default_steps, total, shield = (
+        m["per_update"],
+        m["default_steps"],
+        m["total"],
+        m["shield"],
+    )
     if shield != "none":
         suffix += f"_{shield}"
     report = Report(f"train_throughput_{args.algo}_{args.env}{suffix}", args.out)
-    m = measure(args.algo, args.env, args.updates, args.threads, shield, args.collision_mode)
-    wall, steps, agents, rows = m["wall"], m["steps"], m["agents"], m["updates"]
-    per_update, default_steps, total = m["per_update"], m["default_steps"], m["total"]
     report.print(
         f"edgesched {edgesched.__version__}, python {platform.python_version()}, "
         f"{args.algo} on {args.env}, {args.updates} updates of {per_update} env steps, "
@@ -147,14 +173,14 @@ def main() -> None:
     )
     report.print(f"env-steps/s (collect + learn): {steps / wall:,.0f}")
     report.print(f"agent-decisions/s:             {steps * agents / wall:,.0f}")
-    report.print(f"updates/s:                     {rows / wall:.3f}")
+    report.print(f"updates/s:                     {updates / wall:.3f}")
     report.print(
         f"wall time of the loop: {wall:.1f} s (whole run incl. setup and eval: {total:.1f} s)"
     )
     default_updates = -(-default_steps // per_update)
     report.print(
         f"default budget ({default_steps:,} env steps = {default_updates} updates) at this "
-        f"rate: {default_updates * wall / rows / 60:.1f} min of training"
+        f"rate: {default_updates * wall / updates / 60:.1f} min of training"
     )
     report.save()
 

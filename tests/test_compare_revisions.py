@@ -26,7 +26,7 @@ def test_measure_rejects_an_unknown_path(cr):
         cr.measure(ROOT, "vector", "edge10", seconds=0.2, windows=1)
 
 
-def test_measure_training_runs_the_trees_runner(cr, tmp_path):
+def test_measure_training_runs_the_trees_runner(cr):
     rate = cr.measure_training(ROOT, "mappo", "none", "edge10", updates=1)
     assert rate > 0
 

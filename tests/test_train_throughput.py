@@ -86,3 +86,16 @@ def test_srole_runs_with_its_shield_and_names_the_file(
     assert seen == [("srole", "central", "preemptive")]
     assert "shield=central" in capsys.readouterr().out
     assert (tmp_path / "train_throughput_srole_edge10_central.md").is_file()
+
+
+def test_algo_settings_read_the_default_shield_from_conf(tt, tmp_path):
+    own, shield = tt.algo_settings("srole")
+    assert shield == "central" and own.shield_training == "preemptive"
+    assert tt.algo_settings("mappo")[1] == "none"
+    # another checkout's conf/algo (compare_revisions --train): its own default
+    (tmp_path / "conf" / "algo").mkdir(parents=True)
+    (tmp_path / "conf" / "algo" / "srole.yaml").write_text(
+        "defaults:\n  - override /shield@_global_.shield: regional\n  - _self_\nlr: 0.1\n"
+    )
+    own, shield = tt.algo_settings("srole", tmp_path)
+    assert shield == "regional" and own.lr == 0.1 and "defaults" not in own

@@ -175,15 +175,15 @@ class PPOTrainer:
             logp_all = torch.log_softmax(logits, dim=-1)
             a = logits.argmax(dim=-1)
         else:
-            logp_all = self._log_policy(o, m)
+            rows = torch.nonzero(m.sum(-1) != 1).squeeze(-1)
+            logp_all = torch.full(m.shape, MASKED_LOGIT).masked_fill(m, 0.0)
+            logp_all[rows] = self._log_policy(o, m, rows)
         probs = probs_of(logp_all) if with_probs or not greedy else None
         if not greedy:
             # draw only where there is a choice; a single feasible action is taken as is
             # (drawing it would cost as much as a real draw and change nothing but the
             # generator's state)
-            single = m.sum(-1) == 1
             a = m.to(torch.uint8).argmax(dim=-1)
-            rows = torch.nonzero(~single).squeeze(-1)
             if len(rows):
                 a[rows] = torch.multinomial(probs[rows], 1, generator=self.gen).squeeze(-1)
         logp = logp_all.gather(-1, a[:, None]).squeeze(-1)
@@ -192,26 +192,20 @@ class PPOTrainer:
             out += (probs.numpy().reshape(*shape, -1),)
         return out
 
-    def _log_policy(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """(R, A) masked log-probabilities, the network run only where there is a choice.
+    def _log_policy(
+        self, obs: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor
+    ) -> torch.Tensor:
+        """(len(rows), A) masked log-probabilities of the rows ``rows`` of (R, D) / (R, A).
 
-        A row with one feasible action (on the edge scenarios, an agent that can only
-        defer: about 95% of edge50's decisions) has that action at log-probability exactly
-        0, whatever the logits, and no gradient; it gets 0 there and ``MASKED_LOGIT``
-        elsewhere (below the point where :func:`probs_of` returns exactly 0, as the
-        network's row would). Skipping those rows is most of the actor's cost in a
-        rollout and a PPO update. Values match the full computation to float rounding:
-        the matrix products run on fewer rows, so a row's sums may round differently.
+        Callers pass the rows with more than one feasible action. A row with one (on the
+        edge scenarios, an agent that can only defer: about 95% of edge50's decisions) has
+        that action at log-probability exactly 0, whatever the logits, entropy 0 and no
+        gradient, so the actor need not run on it; callers fill it with 0 at the feasible
+        action and ``MASKED_LOGIT`` elsewhere (below the point where :func:`probs_of`
+        returns exactly 0, as the network's row would). Values match the full computation
+        to float rounding: the matrix products run on fewer rows.
         """
-        single = mask.sum(-1) == 1
-        if not bool(single.any()):
-            return torch.log_softmax(masked_logits(self.actor(obs), mask), dim=-1)
-        rows = torch.nonzero(~single).squeeze(-1)
-        out = torch.full(mask.shape, MASKED_LOGIT).masked_fill(mask, 0.0)
-        if len(rows):
-            sub = masked_logits(self.actor(obs[rows]), mask[rows])
-            out = out.index_put((rows,), torch.log_softmax(sub, dim=-1))
-        return out
+        return torch.log_softmax(masked_logits(self.actor(obs[rows]), mask[rows]), dim=-1)
 
     def _logp_entropy(
         self, obs: torch.Tensor, mask: torch.Tensor, actions: torch.Tensor, choice: torch.Tensor
@@ -223,12 +217,8 @@ class PPOTrainer:
         :meth:`_log_policy`).
         """
         rows = torch.nonzero(choice.reshape(-1)).squeeze(-1)
-        logp_all = torch.log_softmax(
-            masked_logits(
-                self.actor(obs.reshape(-1, obs.shape[-1])[rows]),
-                mask.reshape(-1, mask.shape[-1])[rows],
-            ),
-            dim=-1,
+        logp_all = self._log_policy(
+            obs.reshape(-1, obs.shape[-1]), mask.reshape(-1, mask.shape[-1]), rows
         )
         lp = logp_all.gather(-1, actions.reshape(-1)[rows, None]).squeeze(-1)
         ent = -(probs_of(logp_all) * logp_all.clamp_min(-1e4)).sum(-1)
