@@ -14,12 +14,16 @@ Figures: the rollout forward pass (``num_envs`` graphs, no gradient, all pending
 one PPO minibatch (forward on the chosen slot + backward) and one whole PPO update's network
 work (``epochs x minibatches`` minibatches of the rollout, the graph conversion included:
 the sparse path merges every minibatch's graphs, the dense one pads the rollout once).
-Medians over the rounds, and the ratio sparse / dense.
+Medians over the rounds, and the ratio sparse / dense. Then the dense update as the trainer
+runs it, each minibatch padded in groups of similar sizes where that saves enough work
+(:func:`edgesched.algos.graph.size_buckets`), against one padded batch per minibatch.
 
 Usage::
 
     python benchmarks/tapfinger_update.py
     python benchmarks/tapfinger_update.py --rounds 15 --out benchmarks/results
+    python benchmarks/tapfinger_update.py --env edge50 --rounds 5 --name tapfinger_update_edge50 \
+        --out benchmarks/results   # the larger graphs of an edge scenario
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from edgesched.algos.graph import (
     agent_index,
     batch_graphs,
     pad_graphs,
+    size_buckets,
 )
 from edgesched.algos.tapfinger import TapFingerNet, TapFingerTrainer
 from edgesched.envs import EdgeClusterSim, make_config
@@ -108,10 +113,13 @@ def main() -> None:
     parser.add_argument("--env", default="tapfinger-hetero6")
     parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds per figure")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="", help="directory for tapfinger_update.md")
+    parser.add_argument("--out", default="", help="directory for the results file")
+    parser.add_argument(
+        "--name", default="tapfinger_update", help="results file name (<out>/<name>.md)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)  # the runner's default (experiment.threads)
-    report = Report("tapfinger_update", args.out)
+    report = Report(args.name, args.out)
     cpu = cpu_name()
     report.print(
         f"machine: {cpu}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
@@ -133,6 +141,7 @@ def main() -> None:
     rounds = batch["graphs"]  # (steps, envs) graph views, as the learner stores them
     graphs = [g for step in rounds for g in step]
     sizes = {t: np.array([len(g["nodes"][t]) for g in graphs]) for t in NODE_TYPES}
+    padded_all = pad_graphs(graphs)
     report.print(
         f"{args.env}: {len(graphs)} recorded graphs ({steps} rounds x {envs} copies); rows "
         + ", ".join(f"{t} {int(np.median(c))} median / {c.max()} max" for t, c in sizes.items())
@@ -194,6 +203,36 @@ def main() -> None:
                 times[dense].append(fn(dense))
         sp, de = statistics.median(times[False]), statistics.median(times[True])
         report.print(f"{name:<46} {sp * 1e3:>9.2f} {de * 1e3:>9.2f} {sp / de:>6.2f}")
+
+    # the dense update as the trainer runs it: each minibatch padded in groups of similar
+    # sizes where that saves enough work (graph.size_buckets), against one padded batch
+    def grouped_update(grouped: bool) -> float:
+        t0 = time.perf_counter()
+        padded = pad_graphs(graphs)
+        for _ in range(int(cfg.epochs)):
+            perm = rng.permutation(len(graphs))
+            for start in range(0, len(graphs), mb):
+                idx = perm[start : start + mb]
+                parts = size_buckets(padded.count, idx) if grouped else [idx]
+                outs = [net(padded.select(p), only_all[p]) for p in parts]
+                net.zero_grad()
+                _loss(tuple(torch.cat(x) for x in zip(*outs, strict=True))).backward()
+        return time.perf_counter() - t0
+
+    grouped_update(True), grouped_update(False)
+    times = {False: [], True: []}
+    groups = [
+        len(size_buckets(padded_all.count, rng.permutation(len(graphs))[:mb])) for _ in range(50)
+    ]
+    for _ in range(args.rounds):
+        for grouped in (False, True):
+            times[grouped].append(grouped_update(grouped))
+    one, grp = statistics.median(times[False]), statistics.median(times[True])
+    report.print(
+        f"dense update in size groups (mean {np.mean(groups):.2f} groups per minibatch): "
+        f"one padded batch {one * 1e3:.2f} ms, size groups {grp * 1e3:.2f} ms, "
+        f"ratio {one / grp:.2f}"
+    )
     report.save()
 
 

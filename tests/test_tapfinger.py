@@ -16,13 +16,17 @@ pytest.importorskip("torch_geometric")
 import torch
 from omegaconf import OmegaConf
 
+from edgesched.algos import graph as graph_module
 from edgesched.algos.common import probs_of
 from edgesched.algos.graph import (
     EDGE_TYPES,
     NODE_TYPES,
+    SPLIT_GAIN,
     agent_index,
     batch_graphs,
     pad_graphs,
+    padded_cost,
+    size_buckets,
     to_heterodata,
     visible_pending,
 )
@@ -499,6 +503,62 @@ def test_dense_network_gradients_equal_the_sparse_computation():
         np.testing.assert_allclose(
             dense[k].numpy(), sparse[k].numpy(), atol=1e-5, rtol=1e-4, err_msg=k
         )
+
+
+def _counts(node, pending, running):
+    return {
+        t: torch.tensor(c, dtype=torch.int64)
+        for t, c in (("node", node), ("pending", pending), ("running", running))
+    }
+
+
+def test_size_buckets_split_only_where_padding_wastes_work():
+    idx = np.random.default_rng(0).permutation(128)
+    # every graph of one size: padding wastes nothing, one group
+    even = _counts([10] * 128, [5] * 128, [3] * 128)
+    assert [p.tolist() for p in size_buckets(even, idx)] == [idx.tolist()]
+    # a few long queues pad every graph to their length: groups of similar sizes
+    pending = [2] * 120 + [100] * 8
+    skewed = _counts([10] * 128, pending, [3] * 128)
+    parts = size_buckets(skewed, idx)
+    assert len(parts) > 1 and all(len(p) >= 32 for p in parts)
+    order = np.concatenate(parts)
+    assert sorted(order.tolist()) == list(range(128))  # a permutation of the minibatch
+    jobs = np.array(pending)[order]
+    assert (np.diff(jobs) >= 0).all()  # ordered by size
+    assert sum(padded_cost(skewed, p) for p in parts) <= SPLIT_GAIN * padded_cost(skewed, idx)
+    # too small to halve
+    assert [p.tolist() for p in size_buckets(skewed, idx[:63])] == [idx[:63].tolist()]
+
+
+def test_minibatch_on_size_buckets_equals_one_padded_batch(monkeypatch):
+    """The PPO update's forward on groups of similar sizes gives each graph's numbers."""
+    sim = EdgeClusterSim(make_config("edge10", max_slots=300))
+    sim.reset(3)
+    rng = np.random.default_rng(3)
+    graphs, masks = [], []
+    while len(graphs) < 80 and not (sim.terminated or sim.truncated):
+        graphs.append(visible_pending(sim.graph()))
+        masks.append(sim.mask.copy())
+        sim.step(np.array([rng.choice(np.flatnonzero(m)) for m in sim.mask]))
+    assert len(graphs) == 80, "fixture: the episode ended early"
+    spec = EnvSpec.of(sim)
+    trainer = TapFingerTrainer(_cfg(), spec, seed=0)
+    padded, mask = pad_graphs(graphs), np.stack(masks)
+    choice = torch.from_numpy(rng.integers(0, 1 + spec.pending_slots, (80, spec.num_agents)))
+    idx = rng.permutation(80)[:72]
+    monkeypatch.setattr(graph_module, "SPLIT_GAIN", 1.0)  # split whatever the sizes
+    assert len(size_buckets(padded.count, idx)) == 2
+    with torch.no_grad():
+        order, *got = trainer._dist_minibatch(padded, mask, choice, idx)
+        assert sorted(order.tolist()) == sorted(idx.tolist())
+        want = trainer._dist(padded.select(order), mask[order], choice[order])
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(graph_module, "SPLIT_GAIN", 0.0)  # never split: the minibatch as drawn
+    with torch.no_grad():
+        order, *_ = trainer._dist_minibatch(padded, mask, choice, idx)
+    assert order.tolist() == idx.tolist()
 
 
 def test_rollout_forward_follows_optimizer_steps_and_loaded_weights():

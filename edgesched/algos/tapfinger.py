@@ -78,7 +78,7 @@ from .common import (
     ppo_step,
     probs_of,
 )
-from .graph import HeteroBackbone, PaddedGraphs, pad_graphs, visible_pending
+from .graph import HeteroBackbone, PaddedGraphs, pad_graphs, size_buckets, visible_pending
 
 
 # ---------------------------------------------------------------------------- conflicts
@@ -326,6 +326,26 @@ class TapFingerTrainer:
             alloc = alloc.squeeze(2)
         return ptr, alloc, v
 
+    def _dist_minibatch(
+        self, graphs: PaddedGraphs, mask: np.ndarray, choice: torch.Tensor, idx: np.ndarray
+    ) -> tuple[np.ndarray, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`_dist` of a PPO minibatch of the padded rollout, on groups of similar sizes.
+
+        Graphs of similar sizes are padded together where that saves enough work
+        (:func:`~edgesched.algos.graph.size_buckets`); each graph's outputs do not depend on
+        the padding, so the minibatch's loss is the same up to float summation order.
+
+        Returns:
+            ``(order, ptr, chosen, values)``: the minibatch's graph indices in the order of
+            the outputs (a permutation of ``idx``), and :meth:`_dist`'s outputs for them.
+        """
+        parts = size_buckets(graphs.count, idx)
+        outs = [self._dist(graphs.select(p), mask[p], choice[p]) for p in parts]
+        if len(outs) == 1:
+            return idx, *outs[0]
+        ptr, chosen, v = (torch.cat(x) for x in zip(*outs, strict=True))
+        return np.concatenate(parts), ptr, chosen, v
+
     def _pointer_logp(self, logits: torch.Tensor, pmask: np.ndarray) -> torch.Tensor:
         """(G, N, 1+P) masked pointer log-probabilities (uniform in the no-pointer ablation)."""
         if not self.pointer:  # ablation: uniform over the feasible choices
@@ -552,9 +572,10 @@ class TapFingerTrainer:
         for _ in range(int(cfg.epochs)):
             perm = torch.randperm(total, generator=self.gen).numpy()
             for start in range(0, total, mb):
-                idx = perm[start : start + mb]
+                idx, ptr, chosen, v = self._dist_minibatch(
+                    graphs, mask, choice, perm[start : start + mb]
+                )
                 c = choice[idx]
-                ptr, chosen, v = self._dist(graphs.select(idx), mask[idx], c)
                 logp = two_phase_logp(ptr, chosen, c, alloc[idx], keep[idx])
                 ent_ptr = -(probs_of(ptr) * ptr.clamp_min(-1e4)).sum(-1)
                 ent_alloc = -(probs_of(chosen) * chosen.clamp_min(-1e4)).sum(-1)
