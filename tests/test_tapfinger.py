@@ -20,8 +20,8 @@ from edgesched.algos import graph as graph_module
 from edgesched.algos.common import probs_of
 from edgesched.algos.graph import (
     EDGE_TYPES,
+    MIN_SAVED_WORK,
     NODE_TYPES,
-    SPLIT_GAIN,
     agent_index,
     batch_graphs,
     pad_graphs,
@@ -515,19 +515,23 @@ def _counts(node, pending, running):
 def test_size_buckets_split_only_where_padding_wastes_work():
     idx = np.random.default_rng(0).permutation(128)
     # every graph of one size: padding wastes nothing, one group
-    even = _counts([10] * 128, [5] * 128, [3] * 128)
+    even = _counts([50] * 128, [5] * 128, [3] * 128)
     assert [p.tolist() for p in size_buckets(even, idx)] == [idx.tolist()]
     # a few long queues pad every graph to their length: groups of similar sizes
-    pending = [2] * 120 + [100] * 8
-    skewed = _counts([10] * 128, pending, [3] * 128)
+    pending = [2] * 120 + [150] * 8
+    skewed = _counts([50] * 128, pending, [3] * 128)
     parts = size_buckets(skewed, idx)
-    assert len(parts) > 1 and all(len(p) >= 32 for p in parts)
+    assert [len(p) for p in parts] == [64, 32, 32]  # the small half is not split again
     order = np.concatenate(parts)
     assert sorted(order.tolist()) == list(range(128))  # a permutation of the minibatch
     jobs = np.array(pending)[order]
     assert (np.diff(jobs) >= 0).all()  # ordered by size
-    assert sum(padded_cost(skewed, p) for p in parts) <= SPLIT_GAIN * padded_cost(skewed, idx)
-    # too small to halve
+    work = sum(padded_cost(skewed, p) for p in parts)
+    assert work <= padded_cost(skewed, idx) - 2 * MIN_SAVED_WORK  # two splits, each paid
+    # small graphs: the same spread saves too little work to pay for another pass
+    small = _counts([6] * 128, pending, [3] * 128)
+    assert len(size_buckets(small, idx)) == 1
+    # too few graphs to halve
     assert [p.tolist() for p in size_buckets(skewed, idx[:63])] == [idx[:63].tolist()]
 
 
@@ -547,7 +551,7 @@ def test_minibatch_on_size_buckets_equals_one_padded_batch(monkeypatch):
     padded, mask = pad_graphs(graphs), np.stack(masks)
     choice = torch.from_numpy(rng.integers(0, 1 + spec.pending_slots, (80, spec.num_agents)))
     idx = rng.permutation(80)[:72]
-    monkeypatch.setattr(graph_module, "SPLIT_GAIN", 1.0)  # split whatever the sizes
+    monkeypatch.setattr(graph_module, "MIN_SAVED_WORK", -1)  # split whatever the sizes
     assert len(size_buckets(padded.count, idx)) == 2
     with torch.no_grad():
         order, *got = trainer._dist_minibatch(padded, mask, choice, idx)
@@ -555,7 +559,7 @@ def test_minibatch_on_size_buckets_equals_one_padded_batch(monkeypatch):
         want = trainer._dist(padded.select(order), mask[order], choice[order])
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
-    monkeypatch.setattr(graph_module, "SPLIT_GAIN", 0.0)  # never split: the minibatch as drawn
+    monkeypatch.setattr(graph_module, "MIN_SAVED_WORK", float("inf"))  # never split
     with torch.no_grad():
         order, *_ = trainer._dist_minibatch(padded, mask, choice, idx)
     assert order.tolist() == idx.tolist()

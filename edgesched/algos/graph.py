@@ -26,7 +26,10 @@ The graphs are small (``tapfinger-hetero6``: 6 nodes, up to ~40 pending and ~30 
 so a few batched matrix products replace PyG's per-edge gathers and scatters, whose backward
 dominated the PPO update: ``benchmarks/tapfinger_update.py`` measures both on recorded
 graphs. The output equals ``HGTConv.forward`` on the same graph within float rounding
-(``tests/test_tapfinger.py`` keeps the sparse computation as the reference).
+(``tests/test_tapfinger.py`` keeps the sparse computation as the reference). On the edge
+scenarios a graph's pending jobs range from a few to over a hundred, and one long queue pads
+every graph of a batch to its length: the PPO update pads a minibatch in groups of similar
+sizes where that saves enough of the work (:func:`size_buckets`).
 """
 
 from __future__ import annotations
@@ -240,21 +243,22 @@ def padded_cost(count: dict[str, torch.Tensor], idx: np.ndarray) -> float:
     return len(idx) * m["node"] * (m["node"] + 2 * m["pending"] + 2 * m["running"])
 
 
-SPLIT_GAIN = 0.8
-"""A minibatch is padded in two halves when that leaves at most this fraction of its padded
-attention work (:func:`size_buckets`). Measured with 128-graph PPO minibatches
-(``benchmarks/tapfinger_update.py``): edge50, whose pending-job counts range from a few to
-145, keeps 0.74 of the work in halves and its forward and backward passes took 14% less
-time; tapfinger-hetero6 keeps 0.90 and took 5% more (each pass has a fixed cost). The
-threshold between the two is assumed."""
+MIN_SAVED_WORK = 200_000
+"""A minibatch is padded in two halves when that saves at least this much padded attention
+work (:func:`padded_cost` units, score entries): each group is another forward and backward
+pass, whose fixed cost only a large enough saving repays. Measured with 128-graph PPO
+minibatches on one core, forward and backward (ms per minibatch, one graph group against
+two): edge50 saved 477k to 677k units and 56 to 69 ms (of 369 to 439); tapfinger-hetero6
+saved 11k to 19k units and edge10 21k, within a few ms either way, and more groups cost
+them up to 30 ms. The threshold between the two is assumed."""
 
 
 def size_buckets(count: dict[str, torch.Tensor], idx: np.ndarray, min_size: int = 32) -> list:
     """Split a minibatch into groups of similar graph sizes when padding wastes enough.
 
     The graphs are ordered by their job count and halved, recursively, while the halves'
-    padded work (:func:`padded_cost`) is at most :data:`SPLIT_GAIN` of the whole and each
-    half keeps ``min_size`` graphs. A PPO loss that averages over the minibatch is the same
+    padded work (:func:`padded_cost`) is at least :data:`MIN_SAVED_WORK` below the whole's
+    and each half keeps ``min_size`` graphs. A PPO loss that averages over the minibatch is the same
     over its groups' outputs concatenated (up to float summation order), at less padded work
     when sizes are spread (a few long queues pad every graph to their length).
 
@@ -273,7 +277,8 @@ def size_buckets(count: dict[str, torch.Tensor], idx: np.ndarray, min_size: int 
     order = idx[np.argsort(jobs, kind="stable")]
     half = len(order) // 2
     lo, hi = order[:half], order[half:]
-    if padded_cost(count, lo) + padded_cost(count, hi) > SPLIT_GAIN * padded_cost(count, idx):
+    saved = padded_cost(count, idx) - padded_cost(count, lo) - padded_cost(count, hi)
+    if saved < MIN_SAVED_WORK:
         return [idx]
     return size_buckets(count, lo, min_size) + size_buckets(count, hi, min_size)
 
