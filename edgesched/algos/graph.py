@@ -227,7 +227,7 @@ class PaddedGraphs:
         )
 
 
-def padded_cost(count: dict[str, torch.Tensor], idx: np.ndarray) -> float:
+def padded_cost(count: dict[str, torch.Tensor], idx: np.ndarray) -> int:
     """The dense backbone's attention work on the graphs ``idx``, padded together.
 
     Every graph of a padded batch is as large as the batch's largest of each type, and the
@@ -253,14 +253,16 @@ saved 11k to 19k units and edge10 21k, within a few ms either way, and more grou
 them up to 30 ms. The threshold between the two is assumed."""
 
 
-def size_buckets(count: dict[str, torch.Tensor], idx: np.ndarray, min_size: int = 32) -> list:
+def size_buckets(
+    count: dict[str, torch.Tensor], idx: np.ndarray, min_size: int = 32
+) -> list[np.ndarray]:
     """Split a minibatch into groups of similar graph sizes when padding wastes enough.
 
     The graphs are ordered by their job count and halved, recursively, while the halves'
     padded work (:func:`padded_cost`) is at least :data:`MIN_SAVED_WORK` below the whole's
-    and each half keeps ``min_size`` graphs. A PPO loss that averages over the minibatch is the same
-    over its groups' outputs concatenated (up to float summation order), at less padded work
-    when sizes are spread (a few long queues pad every graph to their length).
+    and each half keeps ``min_size`` graphs. A PPO loss that averages over the minibatch is
+    the same over its groups' outputs concatenated (up to float summation order), at less
+    padded work when sizes are spread (a few long queues pad every graph to their length).
 
     Args:
         count: :attr:`PaddedGraphs.count` of the rollout.
