@@ -48,6 +48,7 @@ from edgesched.algos.graph import (
     NODE_TYPES,
     agent_index,
     batch_graphs,
+    in_size_groups,
     pad_graphs,
     size_buckets,
 )
@@ -161,12 +162,13 @@ def main() -> None:
                 net(pad_graphs(step)) if dense else sparse_forward(net, step)
         return (time.perf_counter() - t0) / len(rounds)
 
-    def minibatch(dense: bool, idx: np.ndarray, padded=None) -> None:
-        only = only_all[idx]
-        if dense:
-            out = net(padded.select(idx), only)
+    def minibatch(dense: bool, idx: np.ndarray, padded=None, grouped: bool = False) -> None:
+        if grouped:  # as the trainer runs it
+            _, out = in_size_groups(lambda p: net(padded.select(p), only_all[p]), padded.count, idx)
+        elif dense:
+            out = net(padded.select(idx), only_all[idx])
         else:
-            out = sparse_forward(net, [graphs[i] for i in idx], only)
+            out = sparse_forward(net, [graphs[i] for i in idx], only_all[idx])
         net.zero_grad()
         _loss(out).backward()
 
@@ -177,13 +179,13 @@ def main() -> None:
         minibatch(dense, idx, padded)
         return time.perf_counter() - t0
 
-    def update(dense: bool) -> float:
+    def update(dense: bool, grouped: bool = False) -> float:
         t0 = time.perf_counter()
         padded = pad_graphs(graphs) if dense else None  # once per update
         for _ in range(int(cfg.epochs)):
             perm = rng.permutation(len(graphs))
             for start in range(0, len(graphs), mb):
-                minibatch(dense, perm[start : start + mb], padded)
+                minibatch(dense, perm[start : start + mb], padded, grouped)
         return time.perf_counter() - t0
 
     report.print(
@@ -206,27 +208,14 @@ def main() -> None:
 
     # the dense update as the trainer runs it: each minibatch padded in groups of similar
     # sizes where that saves enough work (graph.size_buckets), against one padded batch
-    def grouped_update(grouped: bool) -> float:
-        t0 = time.perf_counter()
-        padded = pad_graphs(graphs)
-        for _ in range(int(cfg.epochs)):
-            perm = rng.permutation(len(graphs))
-            for start in range(0, len(graphs), mb):
-                idx = perm[start : start + mb]
-                parts = size_buckets(padded.count, idx) if grouped else [idx]
-                outs = [net(padded.select(p), only_all[p]) for p in parts]
-                net.zero_grad()
-                _loss(tuple(torch.cat(x) for x in zip(*outs, strict=True))).backward()
-        return time.perf_counter() - t0
-
-    grouped_update(True), grouped_update(False)
+    update(True, grouped=True), update(True, grouped=False)  # warm-up
     times = {False: [], True: []}
     groups = [
         len(size_buckets(padded_all.count, rng.permutation(len(graphs))[:mb])) for _ in range(50)
     ]
     for _ in range(args.rounds):
         for grouped in (False, True):
-            times[grouped].append(grouped_update(grouped))
+            times[grouped].append(update(True, grouped))
     one, grp = statistics.median(times[False]), statistics.median(times[True])
     report.print(
         f"dense update in size groups (mean {np.mean(groups):.2f} groups per minibatch): "

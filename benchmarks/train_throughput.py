@@ -155,12 +155,7 @@ def main() -> None:
         suffix += f"_{args.collision_mode}"
     m = measure(args.algo, args.env, args.updates, args.threads, args.shield, args.collision_mode)
     wall, steps, agents, updates = m["wall"], m["steps"], m["agents"], m["updates"]
-    per_update, default_steps, total, shield = (
-        m["per_update"],
-        m["default_steps"],
-        m["total"],
-        m["shield"],
-    )
+    per_update, default_steps, shield = m["per_update"], m["default_steps"], m["shield"]
     if shield != "none":
         suffix += f"_{shield}"
     report = Report(f"train_throughput_{args.algo}_{args.env}{suffix}", args.out)
@@ -175,7 +170,7 @@ def main() -> None:
     report.print(f"agent-decisions/s:             {steps * agents / wall:,.0f}")
     report.print(f"updates/s:                     {updates / wall:.3f}")
     report.print(
-        f"wall time of the loop: {wall:.1f} s (whole run incl. setup and eval: {total:.1f} s)"
+        f"wall time of the loop: {wall:.1f} s (whole run incl. setup and eval: {m['total']:.1f} s)"
     )
     default_updates = -(-default_steps // per_update)
     report.print(

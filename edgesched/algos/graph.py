@@ -276,13 +276,42 @@ def size_buckets(
     if len(idx) < 2 * min_size:
         return [idx]
     jobs = (count["pending"] + count["running"]).numpy()[idx]
-    order = idx[np.argsort(jobs, kind="stable")]
-    half = len(order) // 2
-    lo, hi = order[:half], order[half:]
-    saved = padded_cost(count, idx) - padded_cost(count, lo) - padded_cost(count, hi)
+    parts = _halves(count, idx[np.argsort(jobs, kind="stable")], min_size)
+    return [idx] if len(parts) == 1 else parts
+
+
+def _halves(count: dict[str, torch.Tensor], order: np.ndarray, min_size: int) -> list:
+    """:func:`size_buckets` on graphs already ordered by size (halves stay ordered)."""
+    if len(order) < 2 * min_size:
+        return [order]
+    lo, hi = order[: len(order) // 2], order[len(order) // 2 :]
+    saved = padded_cost(count, order) - padded_cost(count, lo) - padded_cost(count, hi)
     if saved < MIN_SAVED_WORK:
-        return [idx]
-    return size_buckets(count, lo, min_size) + size_buckets(count, hi, min_size)
+        return [order]
+    return _halves(count, lo, min_size) + _halves(count, hi, min_size)
+
+
+def in_size_groups(
+    fn: Any, count: dict[str, torch.Tensor], idx: np.ndarray
+) -> tuple[np.ndarray, tuple[torch.Tensor, ...]]:
+    """``fn`` on the :func:`size_buckets` groups of a minibatch, outputs concatenated.
+
+    Args:
+        fn: maps an index array of graphs to a tuple of tensors whose first axis is those
+            graphs (a forward pass on ``PaddedGraphs.select(indices)``).
+        count: :attr:`PaddedGraphs.count` of the rollout.
+        idx: the minibatch's graph indices.
+
+    Returns:
+        ``(order, outputs)``: the graph indices in the order of the outputs' first axis (a
+        permutation of ``idx``; ``idx`` itself with one group, where ``fn`` runs once on
+        it and nothing is copied) and ``fn``'s outputs.
+    """
+    parts = size_buckets(count, idx)
+    outs = [tuple(fn(p)) for p in parts]
+    if len(outs) == 1:
+        return idx, outs[0]
+    return np.concatenate(parts), tuple(torch.cat(x) for x in zip(*outs, strict=True))
 
 
 def _positions(count: dict[str, torch.Tensor], size: dict[str, int]) -> dict[str, torch.Tensor]:

@@ -78,7 +78,7 @@ from .common import (
     ppo_step,
     probs_of,
 )
-from .graph import HeteroBackbone, PaddedGraphs, pad_graphs, size_buckets, visible_pending
+from .graph import HeteroBackbone, PaddedGraphs, in_size_groups, pad_graphs, visible_pending
 
 
 # ---------------------------------------------------------------------------- conflicts
@@ -332,19 +332,17 @@ class TapFingerTrainer:
         """:meth:`_dist` of a PPO minibatch of the padded rollout, on groups of similar sizes.
 
         Graphs of similar sizes are padded together where that saves enough work
-        (:func:`~edgesched.algos.graph.size_buckets`); each graph's outputs do not depend on
-        the padding, so the minibatch's loss is the same up to float summation order.
+        (:func:`~edgesched.algos.graph.in_size_groups`); each graph's outputs do not depend
+        on the padding, so the minibatch's loss is the same up to float summation order.
 
         Returns:
             ``(order, ptr, chosen, values)``: the minibatch's graph indices in the order of
             the outputs (a permutation of ``idx``), and :meth:`_dist`'s outputs for them.
         """
-        parts = size_buckets(graphs.count, idx)
-        outs = [self._dist(graphs.select(p), mask[p], choice[p]) for p in parts]
-        if len(outs) == 1:
-            return idx, *outs[0]
-        ptr, chosen, v = (torch.cat(x) for x in zip(*outs, strict=True))
-        return np.concatenate(parts), ptr, chosen, v
+        order, (ptr, chosen, v) = in_size_groups(
+            lambda p: self._dist(graphs.select(p), mask[p], choice[p]), graphs.count, idx
+        )
+        return order, ptr, chosen, v
 
     def _pointer_logp(self, logits: torch.Tensor, pmask: np.ndarray) -> torch.Tensor:
         """(G, N, 1+P) masked pointer log-probabilities (uniform in the no-pointer ablation)."""
