@@ -1,13 +1,15 @@
 """Pieces shared by the on-policy learners.
 
-The vector of simulator copies, GAE, value normalization and masked logits. Update rules live
-in their own files.
+The vector of simulator copies, GAE, value normalization, masked logits and the PPO update's
+outer loop (:class:`PPOEpochs`: minibatches, optimizer steps, statistics). Each learner's
+losses live in its own file.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -300,3 +302,78 @@ def ppo_step(
         stats["approx_kl"] += float(((ratio - 1) - ratio.log()).mean())
         stats["clip_frac"] += float(((ratio - 1).abs() > float(cfg.clip)).float().mean())
         stats["grad_norm"] += float(gn)
+
+
+class PPOEpochs:
+    """The outer loop of a PPO update, shared by every PPO learner.
+
+    Iterating yields each minibatch's indices: ``cfg.epochs`` times a fresh permutation of
+    ``range(n)`` drawn from ``gen``, cut into slices of ``max(n // cfg.minibatches, 1)``
+    (nothing is drawn when ``n`` is 0). :meth:`step` takes one optimizer step on a
+    minibatch's losses (:func:`ppo_step`) and :meth:`result` returns the mean statistics.
+    The entropy coefficient falls linearly from ``cfg.ent_coef_start`` to
+    ``cfg.ent_coef_end`` over the training budget.
+
+    Args:
+        cfg: the algorithm's config (``epochs``, ``minibatches``, the PPO fields).
+        n: rows to split into minibatches (graphs, groups of agents, slots, jobs).
+        gen: the trainer's generator (its draws are part of a checkpoint's state).
+        progress: fraction of the training budget used so far.
+        opt: the optimizer.
+        params: the parameters whose gradient norm is clipped.
+        update: the update's index (named in the error when a loss diverges).
+    """
+
+    def __init__(
+        self,
+        cfg: Any,
+        n: int,
+        gen: torch.Generator,
+        progress: float,
+        opt: torch.optim.Optimizer,
+        params: list[torch.Tensor],
+        update: int,
+    ) -> None:
+        self.cfg, self.n, self.gen = cfg, n, gen
+        self.opt, self.params, self.update = opt, params, update
+        self.ent_coef = float(cfg.ent_coef_start) + progress * (
+            float(cfg.ent_coef_end) - float(cfg.ent_coef_start)
+        )
+        self.stats = dict.fromkeys(PPO_STAT_KEYS, 0.0)
+        self.count = 0
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        n = self.n
+        mb = max(n // int(self.cfg.minibatches), 1)
+        for _ in range(int(self.cfg.epochs) if n else 0):
+            perm = torch.randperm(n, generator=self.gen)
+            for start in range(0, n, mb):
+                yield perm[start : start + mb]
+
+    def step(
+        self, pg: torch.Tensor, vloss: torch.Tensor, entropy: torch.Tensor, ratio: torch.Tensor
+    ) -> None:
+        """One optimizer step on a minibatch's losses (:func:`ppo_step`).
+
+        Raises:
+            TrainingDivergedError: the loss is NaN or infinite.
+        """
+        ppo_step(
+            self.opt,
+            self.params,
+            self.cfg,
+            self.ent_coef,
+            pg,
+            vloss,
+            entropy,
+            ratio,
+            self.stats,
+            self.update,
+        )
+        self.count += 1
+
+    def result(self) -> dict[str, float]:
+        """Mean loss statistics over the steps taken, and the entropy coefficient used."""
+        out = {k: v / max(self.count, 1) for k, v in self.stats.items()}
+        out["ent_coef"] = self.ent_coef
+        return out

@@ -54,7 +54,7 @@ from edgesched.policy import EnvSpec
 
 from .common import (
     MASKED_LOGIT,
-    PPO_STAT_KEYS,
+    PPOEpochs,
     RunningMeanStd,
     TrainingDivergedError,
     VecSim,
@@ -62,7 +62,6 @@ from .common import (
     gae,
     masked_logits,
     mlp,
-    ppo_step,
     probs_of,
 )
 
@@ -424,41 +423,17 @@ class PPOTrainer:
         else:
             ret_n = ret
         ret_t = torch.from_numpy(ret_n.astype(np.float32))
-        ent_coef = float(cfg.ent_coef_start) + progress * (
-            float(cfg.ent_coef_end) - float(cfg.ent_coef_start)
-        )
         # agents with more than one feasible action: only they carry a gradient
         choice = mask.sum(-1) != 1
-        mb = max(g_total // int(cfg.minibatches), 1)
         clip = float(cfg.clip)
-        stats = dict.fromkeys(PPO_STAT_KEYS, 0.0)
-        count = 0
-        for _ in range(int(cfg.epochs)):
-            perm = torch.randperm(g_total, generator=self.gen)
-            for start in range(0, g_total, mb):
-                idx = perm[start : start + mb]
-                logp, ent = self._logp_entropy(obs[idx], mask[idx], actions[idx], choice[idx])
-                entropy = ent.mean()
-                pg, ratio = clipped_surrogate(logp, old_logp[idx], adv[idx], clip)
-                v = self.critic(obs[idx], state[idx])
-                vloss = 0.5 * ((v - ret_t[idx]) ** 2).mean()
-                ppo_step(
-                    self.opt,
-                    self.params,
-                    cfg,
-                    ent_coef,
-                    pg,
-                    vloss,
-                    entropy,
-                    ratio,
-                    stats,
-                    self.updates,
-                )
-                count += 1
+        loop = PPOEpochs(cfg, g_total, self.gen, progress, self.opt, self.params, self.updates)
+        for idx in loop:
+            logp, ent = self._logp_entropy(obs[idx], mask[idx], actions[idx], choice[idx])
+            pg, ratio = clipped_surrogate(logp, old_logp[idx], adv[idx], clip)
+            v = self.critic(obs[idx], state[idx])
+            loop.step(pg, 0.5 * ((v - ret_t[idx]) ** 2).mean(), ent.mean(), ratio)
         self.updates += 1
-        out = {k: v / count for k, v in stats.items()}
-        out["ent_coef"] = ent_coef
-        return out
+        return loop.result()
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:

@@ -68,14 +68,13 @@ from edgesched.envs.core import NODE_FEATURES
 from edgesched.policy import EnvSpec
 
 from .common import (
-    PPO_STAT_KEYS,
+    PPOEpochs,
     RunningMeanStd,
     VecSim,
     clipped_surrogate,
     gae,
     masked_logits,
     mlp,
-    ppo_step,
     probs_of,
 )
 from .graph import HeteroBackbone, PaddedGraphs, in_size_groups, pad_graphs, visible_pending
@@ -560,43 +559,19 @@ class TapFingerTrainer:
             self.value_rms.update(ret)
             ret = (ret - self.value_rms.mean) / self.value_rms.std
         ret_t = torch.from_numpy(ret.astype(np.float32))
-        ent_coef = float(cfg.ent_coef_start) + progress * (
-            float(cfg.ent_coef_end) - float(cfg.ent_coef_start)
-        )
-        mb = max(total // int(cfg.minibatches), 1)
         clip = float(cfg.clip)
-        stats = dict.fromkeys(PPO_STAT_KEYS, 0.0)
-        count = 0
-        for _ in range(int(cfg.epochs)):
-            perm = torch.randperm(total, generator=self.gen).numpy()
-            for start in range(0, total, mb):
-                idx, ptr, chosen, v = self._dist_minibatch(
-                    graphs, mask, choice, perm[start : start + mb]
-                )
-                c = choice[idx]
-                logp = two_phase_logp(ptr, chosen, c, alloc[idx], keep[idx])
-                ent_ptr = -(probs_of(ptr) * ptr.clamp_min(-1e4)).sum(-1)
-                ent_alloc = -(probs_of(chosen) * chosen.clamp_min(-1e4)).sum(-1)
-                entropy = (ent_ptr + keep[idx] * ent_alloc).mean()
-                pg, ratio = clipped_surrogate(logp, old_logp[idx], adv[idx], clip)
-                vloss = 0.5 * ((v - ret_t[idx]) ** 2).mean()
-                ppo_step(
-                    self.opt,
-                    list(self.actor.parameters()),
-                    cfg,
-                    ent_coef,
-                    pg,
-                    vloss,
-                    entropy,
-                    ratio,
-                    stats,
-                    self.updates,
-                )
-                count += 1
+        params = list(self.actor.parameters())
+        loop = PPOEpochs(cfg, total, self.gen, progress, self.opt, params, self.updates)
+        for mb_idx in loop:
+            idx, ptr, chosen, v = self._dist_minibatch(graphs, mask, choice, mb_idx.numpy())
+            logp = two_phase_logp(ptr, chosen, choice[idx], alloc[idx], keep[idx])
+            ent_ptr = -(probs_of(ptr) * ptr.clamp_min(-1e4)).sum(-1)
+            ent_alloc = -(probs_of(chosen) * chosen.clamp_min(-1e4)).sum(-1)
+            entropy = (ent_ptr + keep[idx] * ent_alloc).mean()
+            pg, ratio = clipped_surrogate(logp, old_logp[idx], adv[idx], clip)
+            loop.step(pg, 0.5 * ((v - ret_t[idx]) ** 2).mean(), entropy, ratio)
         self.updates += 1
-        out = {k: v / count for k, v in stats.items()}
-        out["ent_coef"] = ent_coef
-        return out
+        return loop.result()
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:

@@ -70,14 +70,13 @@ from edgesched.envs.core import EdgeClusterSim
 from edgesched.policy import EnvSpec
 
 from ..common import (
-    PPO_STAT_KEYS,
+    PPOEpochs,
     RunningMeanStd,
     VecSim,
     clipped_surrogate,
     gae,
     masked_logits,
     mlp,
-    ppo_step,
     probs_of,
 )
 from .forecast import VolumeForecaster
@@ -619,39 +618,38 @@ class RLPTOTrainer:
         old = torch.from_numpy(batch["logp"])
         adv_all = torch.from_numpy(batch["adv"])
         learn = torch.from_numpy(batch["learn"])
-        ent_coef = float(cfg.ent_coef_start) + progress * (
-            float(cfg.ent_coef_end) - float(cfg.ent_coef_start)
-        )
-        n = len(ret)
-        mb = max(n // int(cfg.minibatches), 1)
-        stats = dict.fromkeys(PPO_STAT_KEYS, 0.0)
-        count = 0
         params = list(self.actor.parameters())
-        for _ in range(int(cfg.epochs) if n else 0):
-            perm = torch.randperm(n, generator=self.gen)
-            for start in range(0, n, mb):
-                idx = perm[start : start + mb]
-                v = self.actor.job_critic(feats[idx]).squeeze(-1)
-                vloss = 0.5 * ((v - ret_t[idx]) ** 2).mean()
-                rows = idx[learn[idx]]
-                if len(rows):
-                    lp_all = torch.log_softmax(
-                        masked_logits(self.actor.policy(feats[rows]), mask[rows]), -1
-                    )
-                    lp = lp_all.gather(-1, acts[rows][:, None]).squeeze(-1)
-                    pg, ratio = clipped_surrogate(lp, old[rows], adv_all[rows], float(cfg.clip))
-                    entropy = -(probs_of(lp_all) * lp_all.clamp_min(-1e4)).sum(-1).mean()
-                else:  # no decision among these rows: only the critic learns
-                    ratio = torch.ones(1)
-                    pg = entropy = torch.zeros(())
-                ppo_step(
-                    self.opt, params, cfg, ent_coef, pg, vloss, entropy, ratio, stats, self.updates
-                )
-                count += 1
+        loop = PPOEpochs(cfg, len(ret), self.gen, progress, self.opt, params, self.updates)
+        for idx in loop:
+            v = self.actor.job_critic(feats[idx]).squeeze(-1)
+            rows = idx[learn[idx]]
+            pg, ratio, entropy = self._policy_terms(feats, mask, acts, old, rows, adv_all[rows])
+            loop.step(pg, 0.5 * ((v - ret_t[idx]) ** 2).mean(), entropy, ratio)
         self.updates += 1
-        out = {k: v / max(count, 1) for k, v in stats.items()}
-        out["ent_coef"] = ent_coef
-        return out
+        return loop.result()
+
+    def _policy_terms(
+        self,
+        feats: torch.Tensor,
+        mask: torch.Tensor,
+        acts: torch.Tensor,
+        old: torch.Tensor,
+        rows: torch.Tensor,
+        adv: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The controller's clipped policy loss, ratio and entropy on decision ``rows``.
+
+        With no row (no decision in the minibatch) only the critic learns: zero loss and
+        entropy, ratio 1.
+        """
+        if not len(rows):
+            zero = torch.zeros(())
+            return zero, torch.ones(1), zero
+        lp_all = torch.log_softmax(masked_logits(self.actor.policy(feats[rows]), mask[rows]), -1)
+        lp = lp_all.gather(-1, acts[rows][:, None]).squeeze(-1)
+        pg, ratio = clipped_surrogate(lp, old[rows], adv, float(self.cfg.clip))
+        entropy = -(probs_of(lp_all) * lp_all.clamp_min(-1e4)).sum(-1).mean()
+        return pg, ratio, entropy
 
     # ------------------------------------------------------------------ update
     def update(self, batch: dict[str, Any], progress: float) -> dict[str, float]:
@@ -676,40 +674,18 @@ class RLPTOTrainer:
         acts = torch.from_numpy(batch["actions"])
         old = torch.from_numpy(batch["logp"])
         group = batch["group"]
-        ent_coef = float(cfg.ent_coef_start) + progress * (
-            float(cfg.ent_coef_end) - float(cfg.ent_coef_start)
-        )
-        mb = max(n_groups // int(cfg.minibatches), 1)
-        clip = float(cfg.clip)
-        stats = dict.fromkeys(PPO_STAT_KEYS, 0.0)
-        count = 0
         params = list(self.actor.parameters())
-        for _ in range(int(cfg.epochs)):
-            perm = torch.randperm(n_groups, generator=self.gen).numpy()
-            for start in range(0, n_groups, mb):
-                gidx = perm[start : start + mb]
-                v = self.actor.critic(vin[gidx]).squeeze(-1)
-                vloss = 0.5 * ((v - ret_t[gidx]) ** 2).mean()
-                rows = torch.from_numpy(np.flatnonzero(np.isin(group, gidx)))
-                if len(rows):
-                    lp_all = torch.log_softmax(
-                        masked_logits(self.actor.policy(feats[rows]), mask[rows]), -1
-                    )
-                    lp = lp_all.gather(-1, acts[rows][:, None]).squeeze(-1)
-                    a = adv_all[torch.from_numpy(group)[rows]]
-                    pg, ratio = clipped_surrogate(lp, old[rows], a, clip)
-                    entropy = -(probs_of(lp_all) * lp_all.clamp_min(-1e4)).sum(-1).mean()
-                else:  # no running job in these slots: only the critic learns
-                    ratio = torch.ones(1)
-                    pg = entropy = torch.zeros(())
-                ppo_step(
-                    self.opt, params, cfg, ent_coef, pg, vloss, entropy, ratio, stats, self.updates
-                )
-                count += 1
+        group_t = torch.from_numpy(group)
+        loop = PPOEpochs(cfg, n_groups, self.gen, progress, self.opt, params, self.updates)
+        for gidx_t in loop:
+            gidx = gidx_t.numpy()
+            v = self.actor.critic(vin[gidx]).squeeze(-1)
+            rows = torch.from_numpy(np.flatnonzero(np.isin(group, gidx)))
+            adv = adv_all[group_t[rows]]
+            pg, ratio, entropy = self._policy_terms(feats, mask, acts, old, rows, adv)
+            loop.step(pg, 0.5 * ((v - ret_t[gidx]) ** 2).mean(), entropy, ratio)
         self.updates += 1
-        out = {k: v / max(count, 1) for k, v in stats.items()}
-        out["ent_coef"] = ent_coef
-        return out
+        return loop.result()
 
     # ------------------------------------------------------------------ evaluation
     def _evaluate_rows(

@@ -1,0 +1,76 @@
+"""The PPO update's shared outer loop (``edgesched.algos.common.PPOEpochs``)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from edgesched.algos.common import PPO_STAT_KEYS, PPOEpochs, TrainingDivergedError
+
+
+def _cfg(**kw):
+    base = dict(
+        epochs=3,
+        minibatches=4,
+        ent_coef_start=0.02,
+        ent_coef_end=0.002,
+        vf_coef=0.5,
+        max_grad_norm=0.5,
+        clip=0.2,
+    )
+    return SimpleNamespace(**{**base, **kw})
+
+
+def _loop(n: int, seed: int = 7, progress: float = 0.25, **kw):
+    w = torch.nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([w], lr=0.1)
+    gen = torch.Generator().manual_seed(seed)
+    return PPOEpochs(_cfg(**kw), n, gen, progress, opt, [w], update=5), w, gen
+
+
+def test_minibatches_cut_one_permutation_per_epoch_from_the_generator():
+    loop, _, _ = _loop(10)
+    got = [idx.tolist() for idx in loop]
+    # 10 // 4 = 2 rows per minibatch: 5 minibatches per epoch, 3 epochs
+    assert len(got) == 15 and all(len(i) == 2 for i in got)
+    ref = torch.Generator().manual_seed(7)
+    for e in range(3):
+        perm = torch.randperm(10, generator=ref).tolist()
+        epoch = [r for mb in got[5 * e : 5 * e + 5] for r in mb]
+        assert epoch == perm
+
+
+def test_rows_fewer_than_minibatches_and_no_rows():
+    loop, _, _ = _loop(3, epochs=2)
+    assert [len(i) for i in loop] == [1, 1, 1, 1, 1, 1]
+    loop, _, gen = _loop(0)
+    state = gen.get_state()
+    assert list(loop) == []
+    assert torch.equal(gen.get_state(), state)  # nothing drawn
+    out = loop.result()
+    assert all(out[k] == 0.0 for k in PPO_STAT_KEYS)
+
+
+def test_step_descends_and_result_averages_with_the_entropy_schedule():
+    loop, w, _ = _loop(4, epochs=1, minibatches=1, progress=0.5)
+    ratio = torch.tensor([1.0, 1.5])
+    for _ in loop:
+        pg = (w**2).sum()
+        loop.step(pg, torch.tensor(2.0), torch.tensor(0.25), ratio)
+    assert loop.count == 1
+    assert torch.all(w < 1.0)  # one SGD step on the clipped gradient
+    out = loop.result()
+    assert out["policy_loss"] == pytest.approx(2.0)
+    assert out["value_loss"] == pytest.approx(2.0)
+    assert out["entropy"] == pytest.approx(0.25)
+    assert out["clip_frac"] == pytest.approx(0.5)
+    assert out["ent_coef"] == pytest.approx(0.02 + 0.5 * (0.002 - 0.02))
+
+
+def test_non_finite_loss_raises_and_steps_nothing():
+    loop, w, _ = _loop(4, epochs=1, minibatches=1)
+    with pytest.raises(TrainingDivergedError, match="update 5"):
+        loop.step(torch.tensor(float("nan")), torch.tensor(1.0), torch.tensor(0.0), torch.ones(1))
+    assert torch.equal(w.detach(), torch.ones(2)) and loop.count == 0
