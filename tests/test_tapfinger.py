@@ -258,8 +258,9 @@ def test_loser_allocation_term_is_excluded_from_the_loss():
     alloc = torch.tensor([[4, 1]])
     keep = torch.tensor([[1.0, 0.0]])  # agent 0 won, agent 1 lost
     logp = two_phase_logp(ptr_lp, chosen_slot(alloc_lp, choice), choice, alloc, keep)
-    assert float(logp[0, 1]) == pytest.approx(float(ptr_lp[0, 1, 2]))
-    assert float(logp[0, 0]) == pytest.approx(float(ptr_lp[0, 0, 2] + alloc_lp[0, 0, 1, 4]))
+    got, lp, la = logp.detach(), ptr_lp.detach(), alloc_lp.detach()
+    assert float(got[0, 1]) == pytest.approx(float(lp[0, 1, 2]))
+    assert float(got[0, 0]) == pytest.approx(float(lp[0, 0, 2] + la[0, 0, 1, 4]))
     logp.sum().backward()
     assert alloc_lp.grad[0, 1].abs().sum() == 0  # the loser's allocation gets no gradient
     assert alloc_lp.grad[0, 0, 1, 4] != 0

@@ -287,8 +287,8 @@ def ppo_step(
     loss = pg + float(cfg.vf_coef) * vloss - ent_coef * entropy
     if not torch.isfinite(loss):
         raise TrainingDivergedError(
-            f"loss is not finite at update {update} (policy loss {float(pg)}, value loss "
-            f"{float(vloss)}); training stopped. Lower algo.lr or check the reward scale; "
+            f"loss is not finite at update {update} (policy loss {float(pg.detach())}, value loss "
+            f"{float(vloss.detach())}); training stopped. Lower algo.lr or check the reward scale; "
             "the last good checkpoint is kept."
         )
     opt.zero_grad()
