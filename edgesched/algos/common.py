@@ -309,8 +309,9 @@ class PPOEpochs:
 
     Iterating yields each minibatch's indices: ``cfg.epochs`` times a fresh permutation of
     ``range(n)`` drawn from ``gen``, cut into slices of ``max(n // cfg.minibatches, 1)``
-    (nothing is drawn when ``n`` is 0). :meth:`step` takes one optimizer step on a
-    minibatch's losses (:func:`ppo_step`) and :meth:`result` returns the mean statistics.
+    (with ``n`` = 0 nothing is yielded, and ``randperm(0)`` draws nothing). :meth:`step`
+    takes one optimizer step on a minibatch's losses (:func:`ppo_step`) and :meth:`result`
+    returns the mean statistics.
     The entropy coefficient falls linearly from ``cfg.ent_coef_start`` to
     ``cfg.ent_coef_end`` over the training budget.
 
@@ -345,7 +346,7 @@ class PPOEpochs:
     def __iter__(self) -> Iterator[torch.Tensor]:
         n = self.n
         mb = max(n // int(self.cfg.minibatches), 1)
-        for _ in range(int(self.cfg.epochs) if n else 0):
+        for _ in range(int(self.cfg.epochs)):
             perm = torch.randperm(n, generator=self.gen)
             for start in range(0, n, mb):
                 yield perm[start : start + mb]
