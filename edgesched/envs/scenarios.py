@@ -457,8 +457,8 @@ register_scenario(
     Scenario(
         "tapfinger-hetero6",
         0,
-        "Re-creation of TapFinger's heterogeneous 6-cluster setting (Li et al., INFOCOM'23; "
-        "DESIGN §4.4): agents are clusters with (CPU, GPU) = (4,4) .. (32,32); 384 tasks, "
+        "Re-creation of TapFinger's heterogeneous 6-cluster setting (Li et al., INFOCOM'23): "
+        "agents are clusters with (CPU, GPU) = (4,4) .. (32,32); 384 tasks, "
         "Poisson(6) per slot; IMG/LM tasks, each visible to k ~ U{1..6} agents; 10 pending "
         "slots; 0..16 CPU x 0..16 GPU allocation grid with minimum (2, 1); IMG progresses "
         "0.25 per slot, LM tanh(g/16) sqrt(1.2 - p); the clock advances only when no agent "

@@ -362,7 +362,7 @@ def render_tapfinger(tables: dict[str, list[Row]]) -> str | None:
         "resamples the evaluation seeds paired (tapfinger's score per seed is the mean over "
         "its training seeds).",
         "",
-        "Differences from the published comparison (DESIGN §4.4): the paper's table used "
+        "Differences from the published comparison: the paper's table used "
         "*preemptive* Tiresias and Optimus (allocations change between slots; a slot in which "
         "a running task's allocation changes progresses at a switch weight of 0.5 or 1). "
         "`tiresias_preemptive` and `optimus_preemptive` re-allocate running tasks one GPU "
