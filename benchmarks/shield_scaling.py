@@ -1,4 +1,4 @@
-"""Shield scalability (issue 5, DESIGN §4.2): central vs regional shields, edge10 to edge500.
+"""Shield scalability (issue 5): central vs regional shields, edge10 to edge500.
 
 For each scenario and workload seed, a heuristic proposes every round (``least_loaded`` by
 default: each agent picks its least-loaded feasible target, so simultaneous proposals

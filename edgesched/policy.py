@@ -1,4 +1,4 @@
-"""The policy interface shared by learned and heuristic schedulers (DESIGN §4).
+"""The policy interface shared by learned and heuristic schedulers.
 
 A scheduler maps what an agent may see - observations, action masks, the global ``state()``
 and the static action layout - to one action per agent. It never reads simulator internals,

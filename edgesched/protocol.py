@@ -50,7 +50,7 @@ SCALAR_METRICS = (
     "jobs_done",
     "jobs_unfinished",
 )
-"""Per-episode metrics every evaluation record carries (DESIGN §6)."""
+"""Per-episode metrics every evaluation record carries."""
 
 EXTRA_METRICS = ("occupied_share_mean", "quality_total")
 """Per-episode metrics recorded since RLPTO (resources held, quality gained); optional in

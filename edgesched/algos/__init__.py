@@ -1,4 +1,4 @@
-"""Learned schedulers (DESIGN §4.1). One registry; Hydra's ``conf/algo/`` mirrors it.
+"""Learned schedulers. One registry; Hydra's ``conf/algo/`` mirrors it.
 
 Each algorithm is one :class:`~edgesched.algos.base.AlgorithmEntry`: its trainer factory
 ``(config, spec, seed, shield, shield_kwargs) -> Trainer``, its config dataclass (below; Hydra

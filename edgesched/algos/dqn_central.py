@@ -421,7 +421,7 @@ class DQNCentralTrainer:
         """Held-out evaluation on the same workloads as the multi-agent schedulers.
 
         Returns:
-            ``per_episode`` rows and ``summary`` means, with the DESIGN §6 metrics and
+            ``per_episode`` rows and ``summary`` means, with the episode metrics and
             :data:`HEAD_METRICS`.
         """
         from edgesched.protocol import SCALAR_METRICS

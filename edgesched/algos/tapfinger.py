@@ -22,7 +22,7 @@ through each node's queue-length feature, and the graph stays bounded however lo
 agent's identity, for what matters to scheduling, is in its node embedding (capacity, load,
 speed, neighbourhood), and sharing lets one network run on any number of agents.
 
-**Conflicts** (DESIGN §4.4). When several agents select the same task in one round, the
+**Conflicts**. When several agents select the same task in one round, the
 winner is drawn with probability proportional to ``pointer probability x fit``, where ``fit``
 is the softmax over the competitors of ``min_r free_r / min_demand_r`` on each competitor's
 chosen target (greedy evaluation takes the most probable winner). Only the winner places;
@@ -105,7 +105,7 @@ def resolve_conflicts(
     fit: np.ndarray,
     rng: np.random.Generator | None,
 ) -> tuple[np.ndarray, int]:
-    """Pick one winner per contested task (DESIGN §4.4).
+    """Pick one winner per contested task.
 
     Args:
         task: (N,) chosen task id per agent, -1 for agents that defer.

@@ -1,6 +1,6 @@
-"""Heuristic schedulers behind the policy interface (DESIGN §4.3).
+"""Heuristic schedulers behind the policy interface.
 
-Registered here: ``random`` and ``local_only``. The other classic heuristics of DESIGN §4.3
+Registered here: ``random`` and ``local_only``. The other classic heuristics
 (``round_robin``, ``least_loaded``, ``best_fit``, ``fifo``, ``sjf``, ``tiresias``,
 ``optimus``, ``drf``, ``min_alloc``) live in :mod:`edgesched.baselines.heuristics`, the
 preemptive ``tiresias_preemptive`` and ``optimus_preemptive`` (which re-allocate running
@@ -43,7 +43,7 @@ def make_baseline(name: str, spec: EnvSpec, seed: int | None = None) -> Schedule
 class RandomScheduler(Scheduler):
     """Uniformly random among each agent's feasible actions, defer included.
 
-    The reference point of the normalized score (DESIGN §6).
+    The reference point of the normalized score.
     """
 
     name = "random"

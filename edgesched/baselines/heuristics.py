@@ -1,4 +1,4 @@
-"""Classic scheduling heuristics behind the policy interface (DESIGN §4.3, §4.4).
+"""Classic scheduling heuristics behind the policy interface.
 
 Every scheduler here reads only what an agent may see: its observation (blocks and fields
 named by :class:`~edgesched.envs.obs_layout.ObsLayout`, built from the
@@ -307,7 +307,7 @@ class TiresiasScheduler(Scheduler):
     whole gang is placed, so a pending job's service is the part of its gang already placed
     (placed workers); ties go to the longest waiting job, then queue order. Its next worker
     goes to the least-loaded feasible target (most free GPU fraction) with the allocation of
-    TapFinger's non-preemptive Tiresias (DESIGN §4.4): ``ceil(capacity / (pending +
+    TapFinger's non-preemptive Tiresias: ``ceil(capacity / (pending +
     running))`` per resource, where capacity is the target's, pending is the agent's queue
     length and running the target's running workers, mapped to the feasible level nearest to
     it (L1 distance over CPU and GPU; ties to the smaller level).

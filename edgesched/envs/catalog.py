@@ -83,7 +83,7 @@ def hardware_tiers() -> dict[str, HardwareTier]:
 #   min_cpu/min_gpu/min_mem: minimum per-worker demand (cores, GPUs, GiB) to run at all.
 #   cpu_per_gpu (kappa) and cpu_gamma: data-loading CPU needed per GPU and how sharply
 #     throughput drops when starved, thr ~ min(1, c / (kappa g)) ** gamma. TapFinger measured
-#     that CPU-starved GPU jobs slow down (DESIGN §3.2); the figures are assumptions.
+#     that CPU-starved GPU jobs slow down; the figures are assumptions.
 #   model_mb: size of the gradients exchanged per iteration, from public parameter counts
 #     (ResNet-18 11.7M, ResNet-50 25.6M, BERT-base 110M, DeepSpeech2 ~38M, NeuMF ~5M,
 #     YOLOv3 62M) in FP32.

@@ -28,7 +28,7 @@ class EdgeSchedCentralEnv(gym.Env):
     """Centralized edge-cluster scheduling: the cluster head (SROLE's "centralized RL").
 
     Description:
-        The same simulator as the multi-agent view (DESIGN §3), driven by one decision-maker
+        The same simulator as the multi-agent view, driven by one decision-maker
         that sees every node. Each slot the head walks through all queued jobs in priority
         order (priority class, aged by ``priority_aging_slots`` if set, then arrival) and
         decides for each job's next worker: place it on any node with an allocation level,
@@ -72,8 +72,9 @@ class EdgeSchedCentralEnv(gym.Env):
         Terminated when every job has arrived and finished; truncated after ``max_slots``.
         Slots in which nothing is queued are skipped within a step; only the first decision
         after ``reset`` may be such a "wait" (action 0 alone is allowed).
-        :attr:`last_episode_metrics` then holds the DESIGN §6 metrics (``None`` until an
-        episode ends; cleared by ``reset``).
+        :attr:`last_episode_metrics` then holds the episode metrics
+        (:data:`edgesched.protocol.SCALAR_METRICS`; ``None`` until an episode ends, cleared by
+        ``reset``).
 
     Arguments:
         scenario: registered scenario name or a :class:`SimConfig`.
@@ -128,7 +129,7 @@ class EdgeSchedCentralEnv(gym.Env):
 
     @property
     def last_episode_metrics(self) -> dict[str, Any] | None:
-        """Metrics of the episode that just ended (DESIGN §6); ``None`` while one runs.
+        """Metrics of the episode that just ended; ``None`` while one runs.
 
         Set by the ``step`` that ends an episode and cleared by ``reset``; as
         ``sim.episode_metrics()`` with ``episode_return_mean`` the head's return.

@@ -67,8 +67,9 @@ __all__ = [
 class SimConfig:
     """All parameters of one scenario.
 
-    Attributes are grouped as in DESIGN §3. Defaults describe a small mixed-tier edge cluster;
-    the named scenarios in :mod:`edgesched.envs.scenarios` override what they need.
+    Attributes are grouped by part of the model (the README's "The model in one page").
+    Defaults describe a small mixed-tier edge cluster; the named scenarios in
+    :mod:`edgesched.envs.scenarios` override what they need.
     """
 
     # --- cluster -------------------------------------------------------------------------
@@ -193,7 +194,8 @@ class SimConfig:
     (the original code's per-type ``job_min_requirement``); types not listed need the
     constant (2 cores, 1 GPU)."""
     progress_model: str = "profile"
-    """``profile``: measured throughput/convergence. ``tapfinger``: DESIGN §4.4 formulas."""
+    """``profile``: measured throughput/convergence. ``tapfinger``: the original
+    TapFinger environment's formulas (:mod:`edgesched.envs.progress`)."""
 
     # --- execution -----------------------------------------------------------------------
     slot_seconds: float = 60.0

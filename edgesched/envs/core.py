@@ -8,7 +8,7 @@ and a block of ``job_capacity`` job ids), so a per-node or per-job array is the 
 counters and random generator. Copy ``b`` reset with seed ``s`` follows, bit for bit, the
 trajectory of a lone simulator reset with ``s`` and given the same actions.
 
-The dynamics live in one module per phase (DESIGN §3), each a mixin of this class that owns
+The dynamics live in one module per phase, each a mixin of this class that owns
 one part of the state:
 
 =====================  ==========================================================
@@ -84,7 +84,7 @@ class EdgeClusterSim(
     ColocationMixin,
     MetricsMixin,
 ):
-    """Vectorized simulator of DL training jobs on an edge cluster (DESIGN §3).
+    """Vectorized simulator of DL training jobs on an edge cluster.
 
     Agents are nodes. Agent ``n`` decides for the tasks in its queue and may place them on
     ``cluster.neighbors[n]`` (itself first). Per agent the action is an integer:

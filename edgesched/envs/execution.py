@@ -121,7 +121,7 @@ class ExecutionMixin:
     def resize(self, jobs: np.ndarray, delta: np.ndarray) -> np.ndarray:
         """Move every worker of running jobs one allocation level down or up, in place.
 
-        The elastic-resource operation of RLPTO (DESIGN §4.1): a converging job's workers
+        The elastic-resource operation of RLPTO: a converging job's workers
         shrink to the next lower level of ``alloc_scales`` and free resources for others; a
         job may grow to the next higher level if every one of its nodes has the free
         capacity. A worker already at the lowest (highest) level does not move. In

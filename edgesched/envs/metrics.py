@@ -1,4 +1,4 @@
-"""Counters and episode metrics (DESIGN §6), per copy.
+"""Counters and episode metrics, per copy.
 
 Every counter is a (B,) array, one entry per copy, reset with the copy's episode.
 :meth:`MetricsMixin.episode_metrics` summarizes one copy's episode; JCTs are in slots.
@@ -99,7 +99,7 @@ class MetricsMixin:
         }
 
     def lower_bound_slots(self, b: int = 0) -> np.ndarray:
-        """Per-job JCT lower bound in slots of copy ``b``'s episode (DESIGN §6).
+        """Per-job JCT lower bound in slots of copy ``b``'s episode.
 
         The job alone, at its best allocation on the best node for it, no queueing, no sync
         cost, no stragglers, no contention (the progress model's ``lower_bound``).
@@ -114,7 +114,7 @@ class MetricsMixin:
         return self.episode_metrics(b)
 
     def episode_metrics(self, b: int | None = None) -> dict[str, Any]:
-        """Summary of copy ``b``'s episode so far (DESIGN §6); JCTs in slots unless seconds.
+        """Summary of copy ``b``'s episode so far; JCTs in slots unless seconds.
 
         JCT statistics cover every arrived job. A job still unfinished when the episode is
         truncated counts with its time so far (right-censored), so a scheduler cannot look

@@ -5,7 +5,7 @@ features of its ``pending_slots`` first queued jobs, and its placement targets' 
 features with the static link features (validity, bandwidth, latency) to each. With
 ``obs_delay`` the neighbours' node features are that many slots old (per copy).
 
-The mask marks exactly the feasible actions (DESIGN §3.3): a job in the pending slot, an
+The mask marks exactly the feasible actions: a job in the pending slot, an
 existing target, an allocation at least the job's minimum demand and at most the target's
 current free capacity.
 """

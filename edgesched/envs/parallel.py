@@ -36,8 +36,8 @@ class EdgeSchedParallelEnv(ParallelEnv):
         capacity collide (``collision_mode``). Running jobs progress at a rate set by measured
         throughput profiles, node speed, contention and heavy-tailed stragglers, plus
         synchronization time; they finish at their target accuracy or epoch limit.
-        DESIGN §3 gives the full model; :class:`edgesched.envs.core.EdgeClusterSim` documents
-        each formula.
+        The README's "The model in one page" gives the full model;
+        :class:`edgesched.envs.core.EdgeClusterSim` documents each formula.
 
     Agents:
         ``node_0 .. node_{N-1}``, one per edge node; all act simultaneously every step.
@@ -91,7 +91,7 @@ class EdgeSchedParallelEnv(ParallelEnv):
     Episode end:
         Terminated when every job has arrived and finished; truncated after ``max_slots``
         slots or ``max_steps`` decision rounds. Then :attr:`last_episode_metrics` holds the
-        metrics summary of DESIGN §6 (``None`` until an episode ends; cleared by ``reset``).
+        metrics summary (``None`` until an episode ends; cleared by ``reset``).
 
     Arguments:
         scenario: registered scenario name (``edgesched.list_scenarios()``) or a
@@ -165,7 +165,7 @@ class EdgeSchedParallelEnv(ParallelEnv):
 
     @property
     def last_episode_metrics(self) -> dict[str, Any] | None:
-        """Metrics of the episode that just ended (DESIGN §6); ``None`` while one runs.
+        """Metrics of the episode that just ended; ``None`` while one runs.
 
         Set by the ``step`` that ends an episode and cleared by ``reset``. The same as
         ``env.sim.episode_metrics()`` at that moment.

@@ -364,7 +364,7 @@ class PlacementMixin:
 
         ``random``: uniform among the competitors. ``fit``: proportional to the softmax, over
         the competitors, of min over resources of free / minimum demand on the proposer's
-        target (TapFinger's fit term, DESIGN §4.4; the policy's pointer probability is the
+        target (TapFinger's fit term; the policy's pointer probability is the
         learner's part and multiplies in at the algorithm level). ``fit_argmax`` (the
         original TapFinger code's rule): the largest weight x fit wins, the weight being
         the agent's ``conflict_weights`` entry of this round (1 without them); ties go to

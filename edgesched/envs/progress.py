@@ -11,7 +11,7 @@ Two are registered:
 
 * ``profile`` (default): measured, concave throughput per model (Pollux/Gavel/TapFinger
   profiles, catalog module) and convergence curves ``q = 1 - exp(-(x / tau) ** k)``;
-* ``tapfinger``: the original TapFinger environment's rules (DESIGN §4.4): IMG jobs progress
+* ``tapfinger``: the original TapFinger environment's rules: IMG jobs progress
   0.25 per slot, LM jobs ``tanh(g / 16) * sqrt(1.2 - p)`` with ``g`` GPUs.
 
 Adding one: subclass :class:`ProgressModel` and call :func:`register_progress_model`; the
@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
 EdgeClusterSim = Any
 
 TAPFINGER_MODELS = ("IMG", "LM")
-"""TapFinger's job types (DESIGN §4.4); only used with ``progress_model='tapfinger'``."""
+"""TapFinger's job types; only used with ``progress_model='tapfinger'``."""
 TAPFINGER_MIN_DEMAND = (2.0, 1.0, 0.0)
 
 
@@ -108,7 +108,7 @@ class ProgressModel:
         raise NotImplementedError
 
     def lower_bound(self, sim: EdgeClusterSim, wl: Workload) -> np.ndarray:
-        """Per-job JCT lower bound in slots (DESIGN §6) of copy workload ``wl``."""
+        """Per-job JCT lower bound in slots of copy workload ``wl``."""
         raise NotImplementedError
 
     def final_metric(self, model: np.ndarray, quality: np.ndarray) -> np.ndarray | None:
@@ -156,8 +156,8 @@ class ProfileProgress(ProgressModel):
         ref_tput = self.base[m] * ref_cpu
         wl.x90 = cfg.job_size_median_slots * size_factor * cfg.slot_seconds * ref_tput
         wl.tau = wl.x90 / self.q90f[m]
-        # an epoch is a tenth of the samples to 90% quality (DESIGN leaves the dataset size
-        # free; this keeps the epoch limit meaningful for every model)
+        # an epoch is a tenth of the samples to 90% quality (the model leaves the dataset
+        # size free; this keeps the epoch limit meaningful for every model)
         wl.max_samples = cfg.max_epochs * wl.x90 / 10.0
         wl.k = self.convk[m]
         wl.samples_per_iter = wl.workers * self.bsz[m] * wl.eff
@@ -247,7 +247,7 @@ class ProfileProgress(ProgressModel):
 
 
 class TapFingerProgress(ProgressModel):
-    """TapFinger's per-slot progress rules (DESIGN §4.4); single-worker jobs."""
+    """TapFinger's per-slot progress rules; single-worker jobs."""
 
     name = "tapfinger"
     single_worker = True
@@ -330,7 +330,7 @@ def tapfinger_min_demand(
 
 
 def tapfinger_step(is_lm: np.ndarray, gpus: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """TapFinger's per-slot progress (DESIGN §4.4): IMG 0.25, LM tanh(g/16) sqrt(1.2 - p)."""
+    """TapFinger's per-slot progress: IMG 0.25, LM tanh(g/16) sqrt(1.2 - p)."""
     return np.where(is_lm, np.tanh(gpus / 16.0) * np.sqrt(np.maximum(1.2 - p, 0.0)), 0.25)
 
 

@@ -1,4 +1,4 @@
-"""The scenario registry: named, versioned parameter sets (DESIGN §3.6).
+"""The scenario registry: named, versioned parameter sets.
 
 Any change to a scenario's dynamics or parameters bumps its ``version`` and adds a line to its
 ``history``; results carry ``name-vK`` so numbers from different versions are never mixed.

@@ -10,7 +10,7 @@ with :func:`register_sync_scheme` from their own module (:mod:`edgesched.envs.sy
 scheme may also replace the compute-time aggregation (``compute_time``) because coded schemes
 do not wait for the slowest worker.
 
-Communication model (assumptions, DESIGN §3.4): gradients of ``model_mb`` megabytes; pairwise
+Communication model (assumptions): gradients of ``model_mb`` megabytes; pairwise
 bandwidth is the widest-path bottleneck between the two nodes; latency the fastest path.
 
 * ``ps``: the parameter server sits with worker 0; every other worker pushes gradients and

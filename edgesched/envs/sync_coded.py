@@ -1,4 +1,4 @@
-"""Straggler-tolerant sync schemes: ``hgc`` and ``edgegossip`` (DESIGN §3.4).
+"""Straggler-tolerant sync schemes: ``hgc`` and ``edgegossip``.
 
 ``hgc``: hierarchical gradient coding (:mod:`edgesched.envs.coding`). A job's workers are
 grouped, in worker order, into edges of :data:`HGC_GROUP` workers (the last may be smaller);

@@ -68,7 +68,7 @@ class EdgeSchedVectorEnv(VectorEnv):
         bool mask: the step counters :data:`~edgesched.envs.core.STEP_INFO_KEYS` of every
         sub-environment (0 at reset and on the autoreset step). For the sub-environments
         whose episode ended in this step, ``info["episode_metrics"]`` holds the scalar
-        episode metrics (DESIGN §6: ``jct_mean``, ``jobs_done``, ``makespan``, ...) as a dict
+        episode metrics (``jct_mean``, ``jobs_done``, ``makespan``, ...) as a dict
         of arrays with their own ``_key`` masks, and ``info["_episode_metrics"]`` marks those
         sub-environments. (The key is not ``"episode"``, which
         ``gymnasium.wrappers.vector.RecordEpisodeStatistics`` writes.)

@@ -1,4 +1,4 @@
-"""A narrow, read-only view of the simulator for shields, heuristics and RLPTO (DESIGN).
+"""A narrow, read-only view of the simulator for shields, heuristics and RLPTO.
 
 Modules outside :mod:`edgesched.envs` read the simulator only through :class:`ClusterView`:
 free capacity, queues, the allocation table, the action encoding, the per-job arrays RLPTO

@@ -1,4 +1,4 @@
-"""Experiment machinery (DESIGN §5): typed configs, training runs and evaluation.
+"""Experiment machinery: typed configs, training runs and evaluation.
 
 ``run``, ``evaluate_run`` and ``evaluate_baseline`` live in :mod:`edgesched.experiment.runner`
 and are imported on first use, so importing the schemas stays light (no torch).

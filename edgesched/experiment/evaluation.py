@@ -1,4 +1,4 @@
-"""Held-out evaluation and the common per-seed record (DESIGN §6).
+"""Held-out evaluation and the common per-seed record.
 
 Every scheduler, learned or heuristic, is evaluated the same way: full episodes on workload
 seeds never used in training, one record per run with the scenario's versioned id, the

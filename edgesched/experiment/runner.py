@@ -7,7 +7,7 @@ A run directory holds:
   the episodes finished so far in training, collisions, return, losses);
 * ``checkpoints/last.pt``: learner, optimizer, value statistics, all RNG states and the
   simulator copies, written atomically every ``checkpoint_every`` updates;
-* ``eval.json``: the held-out evaluation record (DESIGN §6), written last.
+* ``eval.json``: the held-out evaluation record, written last.
 
 ``resume=true`` (or a run path) continues from ``checkpoints/last.pt``; because the
 checkpoint carries every RNG and the environments themselves, the resumed run produces the

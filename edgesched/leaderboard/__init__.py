@@ -1,4 +1,4 @@
-"""Leaderboards generated from raw per-run records (DESIGN §6).
+"""Leaderboards generated from raw per-run records.
 
 ``python -m edgesched.leaderboard {build,validate,collect,baselines,refresh}``; see
 ``leaderboards/README.md`` for the protocol and the commands that reproduce a leaderboard.

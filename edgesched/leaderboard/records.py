@@ -1,4 +1,4 @@
-"""Raw per-run records (DESIGN §6): loading, validation and grouping into tables.
+"""Raw per-run records: loading, validation and grouping into tables.
 
 A record is what :func:`edgesched.experiment.evaluation.make_record` writes: one training run
 of a learned scheduler (``train_seed`` set; ``eval.json`` in its run directory) or one

@@ -1,4 +1,4 @@
-"""Aggregate statistics of the leaderboards (DESIGN §6), computed with scipy.
+"""Aggregate statistics of the leaderboards, computed with scipy.
 
 The estimators follow Agarwal et al., "Deep RL at the Edge of the Statistical Precipice"
 (NeurIPS 2021, the ``rliable`` library): point estimates over a score matrix of shape

@@ -1,4 +1,4 @@
-"""Collision shields (DESIGN §4.2). One registry; Hydra's ``conf/shield/`` mirrors it.
+"""Collision shields. One registry; Hydra's ``conf/shield/`` mirrors it.
 
 * ``none``: no shield in the loop;
 * ``central``: :class:`CentralShield`, one shield over all agents (never a collision);

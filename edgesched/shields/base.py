@@ -1,7 +1,7 @@
 """What every collision shield shares: the result record and the arbitration engine.
 
 A *proposal* is one agent's placement (its action > 0): the job at the chosen pending slot,
-the target node, and the allocation of the chosen level. An *action collision* (DESIGN §3.3)
+the target node, and the allocation of the chosen level. An *action collision*
 is a node with two or more proposals whose allocations together exceed its free capacity.
 
 The engine has two vectorized operations, used by the central and the regional shields

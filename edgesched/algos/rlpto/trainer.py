@@ -765,7 +765,7 @@ class RLPTOTrainer:
         """Held-out evaluation with the greedy controller (same workloads as every scheduler).
 
         Returns:
-            ``per_episode`` rows and ``summary`` means: the DESIGN §6 metrics plus
+            ``per_episode`` rows and ``summary`` means: the episode metrics plus
             ``rlpto_reward`` (the episode's sum of RLPTO's cluster reward), resize counts,
             and the mean GPUs held per running job for jobs below / above the median size
             (the paper's data-scale statement).
