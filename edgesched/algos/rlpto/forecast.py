@@ -1,9 +1,8 @@
 """Task-volume forecasting for RLPTO: ARIMA + GRU, combined by recent validation error.
 
-RLPTO (see ``shared/seeds/rlpto.md``) predicts how many tasks arrive per time window and
-feeds the forecast to its scheduler. :class:`VolumeForecaster` does this for any series of
-non-negative counts (the arrival history a scheduler has observed, or a trace's hourly
-counts):
+RLPTO predicts how many tasks arrive per time window and feeds the forecast to its
+scheduler. :class:`VolumeForecaster` does this for any series of non-negative counts (the
+arrival history a scheduler has observed, or a trace's hourly counts):
 
 * **ARIMA** (statsmodels ``ARIMA``) of order ``arima_order`` on ``log1p`` counts, with
   ``fourier_terms`` daily sine/cosine pairs as regressors (a seasonal ARIMA at period 24
