@@ -4,10 +4,10 @@
 and the best heuristic on edge50 and its high-load variant, with the paper's headline
 claims checked against the measured figures. ``rlpto.md``: RLPTO's cluster reward, per-class
 JCT and data-scale claims on the same scenarios. ``tapfinger.md``: TapFinger against the
-paper's baselines on ``tapfinger-hetero6`` (lambda 6 and 2) and every heuristic on edge50,
-with its two ablations, as paired reductions of mean JCT with bootstrap CIs. And
-``coverage.md``'s section on each board's best learned entry against its best heuristic
-(:func:`render_learned_vs_heuristics`).
+paper's baselines on ``tapfinger-hetero6`` (lambda 6 and 2) and every heuristic on edge50
+and edge50-highload, with its two ablations, as paired reductions of mean JCT with bootstrap
+CIs. And ``coverage.md``'s section on each board's best learned entry against its best
+heuristic (:func:`render_learned_vs_heuristics`).
 """
 
 from __future__ import annotations
@@ -274,7 +274,7 @@ def render_rlpto(tables: dict[str, list[Row]]) -> str | None:
     return "\n".join(lines)
 
 
-TAPFINGER_SCENARIOS = ("tapfinger-hetero6", "tapfinger-hetero6-lam2", "edge50")
+TAPFINGER_SCENARIOS = ("tapfinger-hetero6", "tapfinger-hetero6-lam2", "edge50", "edge50-highload")
 TAPFINGER_ABLATIONS = ("tapfinger-noattn", "tapfinger-noptr")
 TAPFINGER_PAPER_BASELINES = (
     "optimus_preemptive",
