@@ -10,6 +10,10 @@ example MAPPO's input normalization::
     python benchmarks/variant_study.py --runs outputs/fnorm --name feature_norm \
         --out benchmarks/results
 
+Variants already collected into records (``--variant-results
+leaderboards/studies/budget/<board>_<entry>.jsonl``) join the comparison, so a budget study
+can plot earlier tiers whose run directories are gone.
+
 Its records name the entry ``<algo>-<label>``. Each such entry is compared with the board's
 ``<algo>`` entry (same shield) from the committed records (``--results``): both trained by
 the leaderboard protocol (``+benchmark=<board>``: the default budget, the board's held-out
@@ -93,17 +97,29 @@ def print_table(rep: Report, header: str, lines: list[str]) -> None:
     rep.print()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Compare every variant with its board entry; print (and write) the tables and plots."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", nargs="+", required=True, help="variant run or sweep directories")
+    p.add_argument("--runs", nargs="+", default=[], help="variant run or sweep directories")
+    p.add_argument(
+        "--variant-results",
+        nargs="+",
+        default=[],
+        help="collected variant records (.jsonl) to compare as well, e.g. an earlier budget "
+        "tier whose run directories are gone",
+    )
     p.add_argument("--results", nargs="+", default=["leaderboards/results"])
     p.add_argument("--name", default="variant_study", help="results file name (no .md)")
     p.add_argument("--out", default="")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    if not args.runs and not args.variant_results:
+        p.error("give the variants: --runs (run directories) and/or --variant-results (records)")
     rep = Report(args.name, args.out)
     t0 = time.perf_counter()
-    tables = group_tables(load_records(args.results, args.runs))
-    ours = {(r.data["algo"], r.data["shield"]) for r in load_records([], args.runs)}
+    tables = group_tables(load_records([*args.results, *args.variant_results], args.runs))
+    ours = {
+        (r.data["algo"], r.data["shield"]) for r in load_records(args.variant_results, args.runs)
+    }
     lines, curve_lines = [], []
     # per plot: its rows and the board's best heuristic as a reference line
     plots: dict[str, tuple[list[Row], dict[str, float]]] = {}
@@ -129,9 +145,13 @@ def main() -> None:
                 f"{var.metrics['collisions_executed']:.1f} |"
             )
     if not lines:
-        raise SystemExit(f"no variant entry under {args.runs} has its base entry in {args.results}")
+        raise SystemExit(
+            f"no variant entry under {[*args.runs, *args.variant_results]} has its base entry "
+            f"in {args.results}"
+        )
     rep.print(
-        f"Machine: {cpu_name()}. Each variant (records under {' '.join(args.runs)}) against its "
+        f"Machine: {cpu_name()}. Each variant (records under "
+        f"{' '.join([*args.runs, *args.variant_results])}) against its "
         "board entry: mean JCT over the held-out seeds with each entry's own 95% CI, and the "
         "variant's mean JCT relative to the board entry's, paired over the evaluation seeds "
         "(95% percentile bootstrap CI)."

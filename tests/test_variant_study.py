@@ -93,3 +93,35 @@ def test_curve_groups_plot_each_entry_with_its_variants(study):
     plain = study.render_curves_png("tapfinger-hetero6: tapfinger", group)
     marked = study.render_curves_png("tapfinger-hetero6: tapfinger", group, {"optimus": 7.5})
     assert plain.startswith(b"\x89PNG") and marked.startswith(b"\x89PNG") and plain != marked
+
+
+def test_collected_budget_tiers_join_the_study_without_run_directories(study, tmp_path, capsys):
+    # the tapfinger-hetero6 budget tiers' run directories are gone; their records remain
+    board = [
+        "leaderboards/results/baselines.jsonl",
+        "leaderboards/results/baselines_preemptive.jsonl",
+        "leaderboards/results/tapfinger-hetero6_tapfinger.jsonl",
+    ]
+    tiers = [
+        f"leaderboards/studies/budget/tapfinger-hetero6_tapfinger-b{k}k.jsonl" for k in (300, 600)
+    ]
+    study.main(
+        [
+            "--results",
+            *board,
+            "--variant-results",
+            *tiers,
+            "--name",
+            "tiers",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    text = (tmp_path / "tiers.md").read_text()
+    for tier in ("tapfinger-b300k", "tapfinger-b600k"):
+        assert f"| tapfinger-hetero6 | tapfinger | {tier} | 3 vs 3 |" in text
+    # one plot with the entry's curve and both tiers'
+    assert (tmp_path / "tiers_tapfinger-hetero6_tapfinger.png").read_bytes().startswith(b"\x89PNG")
+    with pytest.raises(SystemExit):
+        study.main(["--results", *board])  # no variants at all: a usage error
+    assert "--variant-results" in capsys.readouterr().err
