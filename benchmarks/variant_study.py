@@ -116,10 +116,9 @@ def main(argv: list[str] | None = None) -> None:
         p.error("give the variants: --runs (run directories) and/or --variant-results (records)")
     rep = Report(args.name, args.out)
     t0 = time.perf_counter()
-    tables = group_tables(load_records([*args.results, *args.variant_results], args.runs))
-    ours = {
-        (r.data["algo"], r.data["shield"]) for r in load_records(args.variant_results, args.runs)
-    }
+    variants = load_records(args.variant_results, args.runs)
+    tables = group_tables(load_records(args.results) + variants)
+    ours = {(r.data["algo"], r.data["shield"]) for r in variants}
     lines, curve_lines = [], []
     # per plot: its rows and the board's best heuristic as a reference line
     plots: dict[str, tuple[list[Row], dict[str, float]]] = {}

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import import_benchmark
 
 from edgesched.leaderboard import stats
 from edgesched.leaderboard.table import Row
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -97,14 +101,17 @@ def test_curve_groups_plot_each_entry_with_its_variants(study):
 
 def test_collected_budget_tiers_join_the_study_without_run_directories(study, tmp_path, capsys):
     # the tapfinger-hetero6 budget tiers' run directories are gone; their records remain
+    results = ROOT / "leaderboards" / "results"
     board = [
-        "leaderboards/results/baselines.jsonl",
-        "leaderboards/results/baselines_preemptive.jsonl",
-        "leaderboards/results/tapfinger-hetero6_tapfinger.jsonl",
+        str(results / f)
+        for f in (
+            "baselines.jsonl",
+            "baselines_preemptive.jsonl",
+            "tapfinger-hetero6_tapfinger.jsonl",
+        )
     ]
-    tiers = [
-        f"leaderboards/studies/budget/tapfinger-hetero6_tapfinger-b{k}k.jsonl" for k in (300, 600)
-    ]
+    budget = ROOT / "leaderboards" / "studies" / "budget"
+    tiers = [str(budget / f"tapfinger-hetero6_tapfinger-b{k}k.jsonl") for k in (300, 600)]
     study.main(
         [
             "--results",
