@@ -224,7 +224,8 @@ def test_a_work_conserving_head_never_passes_while_a_placement_fits():
         if mask[1:].any():
             break
         o, *_ = env.step(0)
-    tr.actor.register_forward_hook(lambda _m, _i, out: out + torch.eye(1, out.shape[1]) * 1e6)
+    with torch.no_grad():  # make the network value passing most
+        tr.actor.q_net[-1].bias[0] += 1e6
     assert tr.greedy(o, mask) != 0
     tr.cfg.work_conserving = False
     tr.cfg.action_masking = True
@@ -234,3 +235,65 @@ def test_a_work_conserving_head_never_passes_while_a_placement_fits():
 def test_a_work_conserving_head_built_in_code_needs_masking():
     with pytest.raises(ValueError, match=r"work_conserving=True with action_masking=False"):
         _trainer(False, conserving=True)
+
+
+@pytest.mark.parametrize("masking", [True, False])
+def test_greedy_q_values_are_the_q_networks_bit_for_bit(masking):
+    """Evaluation's layer-by-layer forward pass equals the Q-network's, also after learning
+    changed the weights in place (records must reproduce under ``validate``)."""
+    tr = _trainer(masking, conserving=masking)
+    env = EdgeSchedCentralEnv("edge10", max_slots=20)
+    o, _ = env.reset(seed=2)
+
+    def network_q(obs, mask):
+        x = np.concatenate([obs, mask.astype(np.float32)]) if masking else obs
+        with torch.no_grad():
+            return tr.actor(torch.as_tensor(x[None], dtype=torch.float32))[0].numpy()
+
+    for learned in (False, True):
+        if learned:
+            tr.model.learn(64, reset_num_timesteps=False)  # gradient steps update in place
+            with torch.no_grad():
+                tr.actor.q_net[0].weight.mul_(1.5)  # and a direct in-place edit
+        for _ in range(30):
+            mask = env.action_masks()
+            q = network_q(o, mask)
+            got = tr._q_row(np.asarray(o, np.float32))
+            np.testing.assert_array_equal(got[mask], q[mask])
+            assert tr.greedy(o, mask) == int(np.where(mask, q, -np.inf).argmax())
+            o, _, term, trunc, _ = env.step(tr.greedy(o, mask))
+            if term or trunc:
+                o, _ = env.reset(seed=3)
+
+
+def test_central_view_mask_is_fresh_after_every_step_and_reset():
+    """The memoized mask equals one computed from scratch at every decision."""
+    env = EdgeSchedCentralEnv("edge10", max_slots=30)
+    env.reset(seed=4)
+    rng = np.random.default_rng(0)
+    for i in range(300):
+        m = env.action_masks()
+        np.testing.assert_array_equal(m, env._compute_mask())
+        m[:] = False  # the caller's copy: mutating it leaves the view's mask intact
+        assert env.action_masks()[0] or env.action_masks()[1:].any()
+        _, _, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(env.action_masks()))))
+        if term or trunc:
+            env.reset(seed=5 + i)
+            np.testing.assert_array_equal(env.action_masks(), env._compute_mask())
+
+
+def test_a_central_view_pickled_before_the_mask_memo_still_steps():
+    """Checkpoints pickle the head's training view; one written before the memo existed
+    has no ``_mask_memo`` in its state and must resume."""
+    import pickle
+
+    env = EdgeSchedCentralEnv("edge10", max_slots=20)
+    env.reset(seed=1)
+    env.action_masks()
+    state = env.__dict__
+    state.pop("_mask_memo", None)
+    old = pickle.loads(pickle.dumps(env))
+    assert "_mask_memo" not in vars(old)
+    mask = old.action_masks()
+    old.step(int(np.flatnonzero(mask)[-1]))
+    np.testing.assert_array_equal(old.action_masks(), old._compute_mask())

@@ -168,6 +168,32 @@ class _MaskInObs(gym.ObservationWrapper):
         return np.concatenate([np.asarray(observation, np.float32), mask.astype(np.float32)])
 
 
+def _layer_ops(seq: torch.nn.Sequential) -> list[tuple[Any, tuple]]:
+    """``(function, extra arguments)`` per layer of ``seq``, applied as ``f(x, *args)``.
+
+    Linear layers become ``F.linear`` on detached views of their parameters (the optimizer
+    and ``load_state_dict`` update those in place, so the views stay current, and no
+    autograd graph is built without a ``no_grad`` context); ReLU becomes ``torch.relu``, the
+    op ``nn.ReLU`` runs. Any other layer is called as a module under ``no_grad``.
+    """
+    import torch.nn.functional as F
+
+    def module_call(x: torch.Tensor, layer: torch.nn.Module) -> torch.Tensor:
+        with torch.no_grad():
+            return layer(x)
+
+    ops: list[tuple[Any, tuple]] = []
+    for layer in seq:
+        if isinstance(layer, torch.nn.Linear):
+            bias = None if layer.bias is None else layer.bias.detach()
+            ops.append((F.linear, (layer.weight.detach(), bias)))
+        elif type(layer) is torch.nn.ReLU:
+            ops.append((torch.relu, ()))
+        else:
+            ops.append((module_call, (layer,)))
+    return ops
+
+
 def _masked_parts():
     """SB3 classes of the masked head, built on first use (SB3 imports torch lazily here)."""
     from stable_baselines3 import DQN
@@ -405,15 +431,31 @@ class DQNCentralTrainer:
         return {}
 
     # ------------------------------------------------------------------ evaluation
-    @torch.no_grad()
     def greedy(self, obs: np.ndarray, mask: np.ndarray) -> int:
-        """Most valuable feasible action (a work-conserving head passes only if nothing fits)."""
+        """Most valuable feasible action (a work-conserving head passes only if nothing fits).
+
+        The Q-values are those of :attr:`actor` (the same torch kernels on the same weights,
+        so bit-identical), computed layer by layer: one head decision is one forward pass
+        of a small MLP on one row, where the ``nn.Module`` call chain (SB3's feature
+        extraction, hooks, ``no_grad``) cost about as much as the arithmetic.
+        """
         if getattr(self.cfg, "work_conserving", False):
             mask = work_conserving(mask)
-        if getattr(self.cfg, "action_masking", False):
-            obs = np.concatenate([np.asarray(obs, np.float32), np.asarray(mask, np.float32)])
-        q = self.actor(torch.as_tensor(obs[None], dtype=torch.float32))[0].numpy()
+        q = self._q_row(np.asarray(obs, np.float32))
+        # infeasible actions are excluded here, so the network's own masking is not needed
         return int(np.where(mask, q, -np.inf).argmax())
+
+    def _q_row(self, features: np.ndarray) -> np.ndarray:
+        """Q-values of one observation (without the mask columns) through the Q-network."""
+        net = self.actor
+        if getattr(self, "_q_ops_of", None) is not net:
+            self._q_ops, self._q_ops_of = _layer_ops(net.q_net), net
+        x = torch.as_tensor(features[None])
+        if not getattr(self.cfg, "action_masking", False):
+            x = net.features_extractor(x)  # SB3's flatten: a no-op on one row of features
+        for op, args in self._q_ops:
+            x = op(x, *args)
+        return x[0].numpy()
 
     def evaluate(
         self, env_name: str, env_overrides: dict[str, Any], eval_seeds: list[int], episodes: int

@@ -102,6 +102,8 @@ class EdgeSchedCentralEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    # class-level default: views pickled in checkpoints before the memo existed still step
+    _mask_memo: np.ndarray | None = None
 
     def __init__(
         self, scenario: str | SimConfig = "edge10", render_mode: str | None = None, **overrides: Any
@@ -153,6 +155,14 @@ class EdgeSchedCentralEnv(gym.Env):
         return int(self._round[self._cursor])
 
     def _mask(self) -> np.ndarray:
+        # memoized until the next step or reset: a learner reads action_masks() and step()
+        # checks the same mask, each decision
+        if self._mask_memo is not None:
+            return self._mask_memo
+        self._mask_memo = mask = self._compute_mask()
+        return mask
+
+    def _compute_mask(self) -> np.ndarray:
         sim = self.sim
         mask = np.zeros(self.action_space.n, dtype=bool)
         mask[0] = True
@@ -183,7 +193,7 @@ class EdgeSchedCentralEnv(gym.Env):
 
     def action_masks(self) -> np.ndarray:
         """Feasible actions for the current decision (for maskable learners)."""
-        return self._mask()
+        return self._mask().copy()
 
     # ------------------------------------------------------------------ API
     def reset(
@@ -196,6 +206,7 @@ class EdgeSchedCentralEnv(gym.Env):
         held-out workloads as every other scheduler).
         """
         super().reset(seed=seed)
+        self._mask_memo = None
         ws = (options or {}).get("workload_seed")
         if ws is not None:
             if not isinstance(ws, int | np.integer) or ws < 0:
@@ -242,6 +253,7 @@ class EdgeSchedCentralEnv(gym.Env):
         a = self._action_int(action)
         info = dict.fromkeys(INFO_KEYS, 0)
         mask = self._mask()
+        self._mask_memo = None  # the decision below changes the state
         if not 0 <= a < len(mask) or not mask[a]:
             if sim.cfg.invalid_action == "raise":
                 # refuse before counting: a refused step leaves the simulator as it was
