@@ -132,3 +132,28 @@ def test_collected_budget_tiers_join_the_study_without_run_directories(study, tm
     with pytest.raises(SystemExit):
         study.main(["--results", *board])  # no variants at all: a usage error
     assert "--variant-results" in capsys.readouterr().err
+
+
+def test_the_heuristic_reference_line_is_its_mean_on_the_curve_seeds(study):
+    """A curve is held-out JCT on a few seeds; the heuristic beside it is averaged over the
+    same seeds, not over the whole board's (where it may be far from that)."""
+    from dataclasses import replace
+
+    from edgesched.leaderboard.curves import Curve
+    from edgesched.leaderboard.studies import mean_on_seeds
+
+    e = stats.Estimate(1.0, 0.5, 1.5)
+    heur = replace(
+        _row("min_alloc", learned=False, seeds=(10000, 10001, 10002)),
+        train_seeds=[],
+        seed_scores=[[80.0, 90.0, 200.0]],
+    )
+    assert mean_on_seeds(heur, (10000, 10001)) == pytest.approx(85.0)
+    assert mean_on_seeds(heur, (10002,)) == pytest.approx(200.0)
+    assert mean_on_seeds(heur, (10000, 10003)) is None  # a seed it was not evaluated on
+    curved = replace(_row("mappo"), curve=Curve(30, (10000, 10001), ((100, e),), 3, None))
+    ref = study.curve_reference(heur, [curved])
+    assert ref == {"best heuristic: min_alloc (on the curve seeds)": pytest.approx(85.0)}
+    other = replace(_row("mappo-b300k"), curve=Curve(30, (10002,), ((100, e),), 3, None))
+    assert study.curve_reference(heur, [curved, other]) == {}  # seeds differ: no line
+    assert study.curve_reference(None, [curved]) == {}

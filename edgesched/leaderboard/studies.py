@@ -299,6 +299,18 @@ def per_eval_seed(row: Row) -> np.ndarray:
     return np.asarray(row.seed_scores, np.float64).mean(axis=0)
 
 
+def mean_on_seeds(row: Row, seeds: tuple[int, ...] | list[int]) -> float | None:
+    """The row's mean JCT over the evaluation seeds ``seeds`` only; ``None`` if it lacks one.
+
+    A learning curve is evaluated on a few of the board's seeds (``experiment.curve_seeds``),
+    so a heuristic drawn as a reference line beside it must be averaged over the same ones.
+    """
+    if not row.seed_scores or not seeds or not set(seeds) <= set(row.eval_seeds):
+        return None
+    per_seed = per_eval_seed(row)
+    return float(np.mean([per_seed[row.eval_seeds.index(s)] for s in seeds]))
+
+
 def paired_reduction(a: Row, b: Row) -> stats.Estimate | None:
     """How much lower ``a``'s mean JCT is than ``b``'s, paired over evaluation seeds."""
     if a.eval_seeds != b.eval_seeds or a.episodes != b.episodes or not a.seed_scores:
