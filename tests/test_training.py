@@ -37,6 +37,7 @@ def make_cfg(run_dir: Path, algo: str = "mappo", env: str = "edge10", **exp) -> 
     cfg.experiment.num_envs = 2
     cfg.experiment.rollout_steps = 16
     cfg.experiment.checkpoint_every = 1
+    cfg.experiment.checkpoint_min_seconds = 0  # a checkpoint after every update
     cfg.experiment.eval_seeds = [10_000]
     cfg.experiment.env_max_slots = 30
     for k, v in exp.items():
@@ -250,6 +251,40 @@ def test_log_every_changes_neither_results_nor_the_record_hash(tmp_path, capsys)
     assert records[0]["summary"] == records[1]["summary"]
     # resuming with another log_every is allowed: it is not part of the run's configuration
     run(make_cfg(tmp_path / "a", total_env_steps=96, log_every=5, resume=True))
+
+
+def test_checkpoint_min_seconds_spaces_checkpoints_without_changing_results(tmp_path, monkeypatch):
+    import torch
+
+    import edgesched.experiment.runner as runner_mod
+
+    writes: list[str] = []
+    real = runner_mod.atomic_write_bytes
+
+    def counting(path, data):
+        writes.append(Path(path).name)
+        real(path, data)
+
+    monkeypatch.setattr(runner_mod, "atomic_write_bytes", counting)
+    run(make_cfg(tmp_path / "a", total_env_steps=96))  # 3 updates, min 0 s
+    assert writes.count("last.pt") == 3
+    writes.clear()
+    run(make_cfg(tmp_path / "b", total_env_steps=96, checkpoint_min_seconds=1e9))
+    assert writes.count("last.pt") == 1  # the periodic ones wait; the last update's is kept
+    records = [json.loads((tmp_path / d / "eval.json").read_text()) for d in ("a", "b")]
+    assert records[0]["config_hash"] == records[1]["config_hash"]
+    assert records[0]["summary"] == records[1]["summary"]
+    assert without_time(read_metrics(tmp_path / "a")) == without_time(read_metrics(tmp_path / "b"))
+    ckpt = torch.load(tmp_path / "b" / "checkpoints" / "last.pt", weights_only=False)
+    assert ckpt["trainer"]["updates"] == 3
+    # not part of the run's configuration: resuming with another value is allowed
+    run(make_cfg(tmp_path / "b", total_env_steps=96, checkpoint_min_seconds=5, resume=True))
+
+
+def test_checkpoint_min_seconds_is_validated(tmp_path):
+    with pytest.raises(ExperimentConfigError, match=r"experiment\.checkpoint_min_seconds=-1"):
+        run(make_cfg(tmp_path / "a", checkpoint_min_seconds=-1))
+    assert not (tmp_path / "a").exists()
 
 
 def read_wandb_summary(run_file: Path, wait_s: float = 60.0) -> dict:

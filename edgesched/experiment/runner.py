@@ -6,7 +6,8 @@ A run directory holds:
 * ``metrics.jsonl``: one line per update (env steps, agent decisions, wall time, mean JCT of
   the episodes finished so far in training, collisions, return, losses);
 * ``checkpoints/last.pt``: learner, optimizer, value statistics, all RNG states and the
-  simulator copies, written atomically every ``checkpoint_every`` updates;
+  simulator copies, written atomically every ``checkpoint_every`` updates (at least
+  ``checkpoint_min_seconds`` apart);
 * ``eval.json``: the held-out evaluation record, written last.
 
 ``resume=true`` (or a run path) continues from ``checkpoints/last.pt``; because the
@@ -59,8 +60,9 @@ from .schema import (
 CHECKPOINT = Path("checkpoints") / "last.pt"
 # keys that may differ between a run and its resumption
 _RESUME_FREE = ("resume", "run_dir", "output_dir")
-# experiment keys that only change what the console shows, never the results
-_CONSOLE_KEYS = ("log_every",)
+# experiment keys that never change the results: what the console shows, and when
+# checkpoints are written (a resumed run is exact from any of them)
+_RESULT_FREE_KEYS = ("log_every", "checkpoint_min_seconds")
 # what save_checkpoint writes; a checkpoint without one of these is not a train.py checkpoint
 _CHECKPOINT_KEYS = ("config", "trainer", "vec", "metrics", "env_steps", "wall_time", "finished")
 
@@ -155,7 +157,7 @@ def _comparable(cfg: DictConfig) -> dict[str, Any]:
     c = OmegaConf.to_container(cfg, resolve=True)
     for k in _RESUME_FREE:
         c.pop(k, None)
-    for k in _CONSOLE_KEYS:
+    for k in _RESULT_FREE_KEYS:
         c.get("experiment", {}).pop(k, None)
     algo = c.get("algo")
     if isinstance(algo, dict) and algo.get("name") in _LEGACY_ALGOS:
@@ -496,6 +498,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     curve_every = int(exp.get("curve_every", 0))
     curve_seeds = _curve_seeds(exp)
+    ckpt_min_s = float(exp.get("checkpoint_min_seconds", 0))
+    last_ckpt = time.perf_counter()
 
     try:
         while trainer.updates < n_updates:
@@ -532,8 +536,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             write_jsonl(run_dir / "metrics.jsonl", metrics)
             logger.log(row)
             console.update(row)
-            if trainer.updates % int(exp.checkpoint_every) == 0 or trainer.updates == n_updates:
+            periodic = trainer.updates % int(exp.checkpoint_every) == 0
+            if (
+                periodic and time.perf_counter() - last_ckpt >= ckpt_min_s
+            ) or trainer.updates == n_updates:
                 save_checkpoint()
+                last_ckpt = time.perf_counter()
     finally:
         console.close()
     console.say(

@@ -201,6 +201,13 @@ class ExperimentConfig:
         num_envs: environment copies stepped together.
         rollout_steps: decision rounds per copy per update.
         checkpoint_every: updates between checkpoints.
+        checkpoint_min_seconds: wall-clock seconds that must pass after a checkpoint (or the
+            start) before the next periodic one is written: a checkpoint is written at the
+            first multiple of ``checkpoint_every`` updates that far apart, and always after
+            the last update. A checkpoint with a replay buffer (``dqn_central``) is hundreds
+            of megabytes, and writing one every ``checkpoint_every`` updates took about a
+            third of a run's time. A killed run loses at most this much training; the
+            results never depend on it (resuming is exact from any checkpoint).
         eval_seeds: held-out workload seeds (disjoint from training seeds).
         eval_episodes: episodes per evaluation seed.
         env_max_slots: cap on slots per training episode (0 = the scenario's own).
@@ -221,6 +228,7 @@ class ExperimentConfig:
     num_envs: int = 4
     rollout_steps: int = 128
     checkpoint_every: int = 10
+    checkpoint_min_seconds: float = 120.0
     eval_seeds: list[int] = field(default_factory=lambda: [10_000, 10_001, 10_002])
     eval_episodes: int = 1
     env_max_slots: int = 0
@@ -563,6 +571,13 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
             e.get(key, 0),
             "need an integer >= 0 (0: " + ("no curve)" if key == "curve_every" else "all)"),
         )
+    min_s = e.get("checkpoint_min_seconds", 0)  # configs written before the key lack it
+    _check(
+        float(min_s) >= 0,
+        "experiment.checkpoint_min_seconds",
+        min_s,
+        "need a number of seconds >= 0 (0: a checkpoint every checkpoint_every updates)",
+    )
     log_every = e.get("log_every", 0)  # configs written before the key existed lack it
     _check(
         int(log_every) >= 0,
