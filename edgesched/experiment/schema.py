@@ -206,8 +206,9 @@ class ExperimentConfig:
             first multiple of ``checkpoint_every`` updates that far apart, and always after
             the last update. A checkpoint with a replay buffer (``dqn_central``) is hundreds
             of megabytes, and writing one every ``checkpoint_every`` updates took about a
-            third of a run's time. A killed run loses at most this much training; the
-            results never depend on it (resuming is exact from any checkpoint).
+            third of a run's time. A killed run loses at most about this much training
+            (plus up to ``checkpoint_every`` updates); the results never depend on it
+            (resuming is exact from any checkpoint).
         eval_seeds: held-out workload seeds (disjoint from training seeds).
         eval_episodes: episodes per evaluation seed.
         env_max_slots: cap on slots per training episode (0 = the scenario's own).
