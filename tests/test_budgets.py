@@ -119,3 +119,40 @@ def test_a_set_budget_lists_the_entries_at_it_and_those_to_retrain(tmp_path, mon
     assert row.endswith(
         "| 128 (set: `edgesched/experiment/budgets.py`); trained at it: ippo, mappo |"
     )
+
+
+def test_a_set_budget_reports_the_longer_study_of_entries_still_improving_there(
+    tmp_path, monkeypatch
+):
+    from test_curves import _longer_study, _with_curves
+
+    monkeypatch.setitem(budgets.BENCHMARK_BUDGETS, "edge10-v1", 128)
+    rows = _with_curves(_fixture_rows(), updates=range(2, 13, 2))  # both still improving
+    _trained(rows, "mappo", 128, 4)
+    _trained(rows, "ippo", 128, 4)
+
+    def longer(algo: str, jct_scale: float, flat: bool) -> list[dict]:
+        return _longer_study(rows, algo, jct_scale, flat)
+
+    def tier(name: str, study: list[dict]) -> str:
+        folder = tmp_path / name / "studies" / "budget"
+        folder.mkdir(parents=True)
+        _write(folder / "edge10.jsonl", study)
+        build([_write(tmp_path / f"{name}.jsonl", rows)], [], tmp_path / name, plots=False)
+        cov = (tmp_path / name / "coverage.md").read_text()
+        return next(x for x in cov.splitlines() if x.startswith("| edge10 |"))
+
+    set_cell = (
+        "| 128 (set: `edgesched/experiment/budgets.py`); trained at it: ippo, mappo; still "
+        "improving there: ippo, mappo; "
+    )
+    row = tier("mixed", longer("mappo", 0.5, flat=True) + longer("ippo", 1.0, flat=False))
+    assert "mappo: 768 steps, 3 seeds, 50.0% lower" in row
+    assert row.endswith(
+        set_cell + "ippo: a longer budget gains nothing; mappo gains from 768 and is no longer "
+        "improving there: the budget to raise the board to |"
+    )
+    row = tier("still", longer("mappo", 0.5, flat=False))
+    assert row.endswith(set_cell + "mappo gains from a longer budget still: longer curves needed |")
+    # without a longer run the cell says only that they are still improving
+    assert tier("none", []).endswith("still improving there: ippo, mappo |")

@@ -90,6 +90,27 @@ def _with_curves(rows, every=2, seeds=(10_000, 10_001), updates=(2, 4, 6)):
     return out
 
 
+def _longer_study(
+    rows: list[dict], algo: str, jct_scale: float, flat: bool = False, times: int = 2
+) -> list[dict]:
+    """Budget-study records of ``algo`` trained ``times`` as long: the same curve shape over
+    that many times the steps (or a flat one), its held-out JCTs scaled by ``jct_scale``."""
+    out = []
+    for r in rows:
+        if r["algo"] != algo:
+            continue
+        r = json.loads(json.dumps(r))
+        r["algo"] = f"{algo}-b{times}x"
+        for p in r["curve"]["points"]:
+            p["env_steps"] *= times
+            if flat:
+                p["per_seed"] = [5.0 for _ in p["per_seed"]]
+        for e in r["per_episode"]:
+            e["jct_mean"] *= jct_scale
+        out.append(r)
+    return out
+
+
 def test_curves_aggregate_over_training_seeds_into_the_board(tmp_path):
     from test_leaderboard import _fixture_rows, _write
 
@@ -212,22 +233,7 @@ def test_a_longer_budget_that_gains_nothing_settles_the_default(tmp_path):
     board = _write(tmp_path / "c.jsonl", rows)
 
     def study(algo: str, jct_scale: float, flat: bool = False, times: int = 2) -> list[dict]:
-        """``algo`` trained ``times`` as long: the same curve shape over that many times the
-        steps (or a flat one), its held-out JCTs scaled by ``jct_scale``."""
-        out = []
-        for r in rows:
-            if r["algo"] != algo:
-                continue
-            r = json.loads(json.dumps(r))
-            r["algo"] = f"{algo}-b{times}x"
-            for p in r["curve"]["points"]:
-                p["env_steps"] *= times
-                if flat:
-                    p["per_seed"] = [5.0 for _ in p["per_seed"]]
-            for e in r["per_episode"]:
-                e["jct_mean"] *= jct_scale
-            out.append(r)
-        return out
+        return _longer_study(rows, algo, jct_scale, flat, times)
 
     def tier(name: str, study_rows: list[dict]) -> str:
         folder = tmp_path / name / "studies" / "budget"

@@ -18,6 +18,7 @@ is the evidence the benchmark budget tier (``leaderboards/README.md``) is chosen
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -259,7 +260,7 @@ def render_budget_tiers(
             key=lambda r: entry_name(r.algo, r.shield),
         )
         without = [entry_name(r.algo, r.shield) for r in learned if r.curve is None]
-        studied, gains, settled, untested = [], [], {}, []
+        studied, gains, settled, untested, nothing = [], [], {}, [], []
         for r in improving:
             who = entry_name(r.algo, r.shield)
             # variants on other evaluation seeds cannot be compared paired
@@ -275,7 +276,9 @@ def render_budget_tiers(
                     f"{reduction_text(red)}, curve there {var.curve.verdict}"
                 )
             gaining = [var for var, red in paired if red.low > 0]
-            if gaining:
+            if not gaining:
+                nothing.append(who)
+            else:
                 # the longest budget that helps is the entry's if its curve is no longer
                 # improving at the end of it (the same rule as at the default)
                 var = gaining[-1]
@@ -284,7 +287,7 @@ def render_budget_tiers(
                 else:
                     gains.append(who)
         if name in budgets:
-            budget = _set_budget(budgets[name], learned)
+            budget = _set_budget(budgets[name], learned, gains, settled, nothing)
         elif not curved:
             budget = "not determined: no curve on this board"
         elif untested:
@@ -320,8 +323,21 @@ def render_budget_tiers(
     return [*lines, ""]
 
 
-def _set_budget(requested: int, learned: list[Row]) -> str:
-    """The budget-tier cell of a board with a set benchmark budget."""
+def _set_budget(
+    requested: int,
+    learned: list[Row],
+    gains: Sequence[str] = (),
+    settled: dict[str, int] | None = None,
+    nothing: Sequence[str] = (),
+) -> str:
+    """The budget-tier cell of a board with a set benchmark budget.
+
+    The same rule as at the default applies past the set budget: an entry trained at it and
+    still improving there is trained longer still, and the cell says what that study found
+    for it (``gains``: lower and still improving, ``settled``: lower and no longer improving
+    at that budget, which the board's budget is then to be raised to, ``nothing``: no longer
+    run lower), each as :func:`render_budget_tiers` computed it.
+    """
     from edgesched.experiment.budgets import trained_at
 
     at, behind = [], []
@@ -344,6 +360,19 @@ def _set_budget(requested: int, learned: list[Row]) -> str:
     )
     if still:
         parts.append(f"still improving there: {', '.join(still)}")
+    settled = settled or {}
+    for who in still:
+        # studies of an entry not yet retrained at the set budget compare against its old
+        # board entry, so only the retrained entries' longer runs speak for this budget
+        if who in settled:
+            parts.append(
+                f"{who} gains from {settled[who]:,} and is no longer improving there: the "
+                "budget to raise the board to"
+            )
+        elif who in gains:
+            parts.append(f"{who} gains from a longer budget still: longer curves needed")
+        elif who in nothing:
+            parts.append(f"{who}: a longer budget gains nothing")
     return "; ".join(parts)
 
 
