@@ -243,7 +243,9 @@ def render_budget_tiers(
         "exists, the benchmark budget is not determined. A board with an entry without a "
         "curve stays undetermined too: that entry may be the one still improving. A budget "
         "so determined is set in `edgesched/experiment/budgets.py` and in the board's sweep "
-        "(`conf/benchmark/<board>.yaml`), and the board's entries are retrained at it.",
+        "(`conf/benchmark/<board>.yaml`), and the board's entries are retrained at it. The "
+        "same rule applies past a set budget: an entry trained at it and still improving "
+        "there is trained longer still, and the board's row says what that run found.",
         "",
         "| board | entries with a curve | still improving at their last step | longer budget "
         "(vs the board entry, paired) | without a curve | benchmark budget |",
