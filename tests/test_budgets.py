@@ -3,6 +3,7 @@ the coherence check of the records, the provenance section and the budget tiers.
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -124,23 +125,14 @@ def test_a_set_budget_lists_the_entries_at_it_and_those_to_retrain(tmp_path, mon
 def test_a_set_budget_reports_the_longer_study_of_entries_still_improving_there(
     tmp_path, monkeypatch
 ):
-    from test_curves import _longer_study, _with_curves
+    from test_curves import _longer_study, _tier_with_study, _with_curves
 
     monkeypatch.setitem(budgets.BENCHMARK_BUDGETS, "edge10-v1", 128)
     rows = _with_curves(_fixture_rows(), updates=range(2, 13, 2))  # both still improving
     _trained(rows, "mappo", 128, 4)
     _trained(rows, "ippo", 128, 4)
-
-    def longer(algo: str, jct_scale: float, flat: bool) -> list[dict]:
-        return _longer_study(rows, algo, jct_scale, flat)
-
-    def tier(name: str, study: list[dict]) -> str:
-        folder = tmp_path / name / "studies" / "budget"
-        folder.mkdir(parents=True)
-        _write(folder / "edge10.jsonl", study)
-        build([_write(tmp_path / f"{name}.jsonl", rows)], [], tmp_path / name, plots=False)
-        cov = (tmp_path / name / "coverage.md").read_text()
-        return next(x for x in cov.splitlines() if x.startswith("| edge10 |"))
+    longer = functools.partial(_longer_study, rows)
+    tier = functools.partial(_tier_with_study, tmp_path, _write(tmp_path / "b.jsonl", rows))
 
     set_cell = (
         "| 128 (set: `edgesched/experiment/budgets.py`); trained at it: ippo, mappo; still "

@@ -3,6 +3,7 @@ leave training unchanged, land in ``eval.json`` and aggregate on the leaderboard
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -109,6 +110,21 @@ def _longer_study(
             e["jct_mean"] *= jct_scale
         out.append(r)
     return out
+
+
+def _tier_with_study(tmp_path, board, name: str, study_rows: list[dict]) -> str:
+    """edge10's budget-tier row of ``coverage.md`` built from the board records ``board``
+    with ``study_rows`` as its budget study (``<out>/studies/budget/``)."""
+    from test_leaderboard import _write
+
+    from edgesched.leaderboard.build import build
+
+    folder = tmp_path / name / "studies" / "budget"
+    folder.mkdir(parents=True)
+    _write(folder / "edge10.jsonl", study_rows)
+    build([board], [], tmp_path / name, plots=False)
+    cov = (tmp_path / name / "coverage.md").read_text()
+    return next(x for x in cov.splitlines() if x.startswith("| edge10 |"))
 
 
 def test_curves_aggregate_over_training_seeds_into_the_board(tmp_path):
@@ -227,21 +243,11 @@ def test_boards_and_coverage_report_whether_curves_flattened(tmp_path):
 def test_a_longer_budget_that_gains_nothing_settles_the_default(tmp_path):
     from test_leaderboard import _fixture_rows, _write
 
-    from edgesched.leaderboard.build import build
-
     rows = _with_curves(_fixture_rows(), updates=range(2, 13, 2))  # mappo, ippo improving
     board = _write(tmp_path / "c.jsonl", rows)
 
-    def study(algo: str, jct_scale: float, flat: bool = False, times: int = 2) -> list[dict]:
-        return _longer_study(rows, algo, jct_scale, flat, times)
-
-    def tier(name: str, study_rows: list[dict]) -> str:
-        folder = tmp_path / name / "studies" / "budget"
-        folder.mkdir(parents=True)
-        _write(folder / "edge10.jsonl", study_rows)
-        build([board], [], tmp_path / name, plots=False)
-        cov = (tmp_path / name / "coverage.md").read_text()
-        return next(x for x in cov.splitlines() if x.startswith("| edge10 |"))
+    study = functools.partial(_longer_study, rows)
+    tier = functools.partial(_tier_with_study, tmp_path, board)
 
     # both improving entries trained longer without a lower JCT: the default stands
     row = tier("same", study("mappo", 1.0) + study("ippo", 1.0))

@@ -328,9 +328,9 @@ def render_budget_tiers(
 def _set_budget(
     requested: int,
     learned: list[Row],
-    gains: Sequence[str] = (),
-    settled: dict[str, int] | None = None,
-    nothing: Sequence[str] = (),
+    gains: Sequence[str],
+    settled: dict[str, int],
+    nothing: Sequence[str],
 ) -> str:
     """The budget-tier cell of a board with a set benchmark budget.
 
@@ -362,7 +362,6 @@ def _set_budget(
     )
     if still:
         parts.append(f"still improving there: {', '.join(still)}")
-    settled = settled or {}
     for who in still:
         # studies of an entry not yet retrained at the set budget compare against its old
         # board entry, so only the retrained entries' longer runs speak for this budget
