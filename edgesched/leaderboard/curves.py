@@ -245,7 +245,10 @@ def render_budget_tiers(
         "so determined is set in `edgesched/experiment/budgets.py` and in the board's sweep "
         "(`conf/benchmark/<board>.yaml`), and the board's entries are retrained at it. The "
         "same rule applies past a set budget: an entry trained at it and still improving "
-        "there is trained longer still, and the board's row says what that run found.",
+        "there is trained longer still, and the board's row says what that run found. A "
+        "longer run is a new run, not the shorter one continued: every schedule stretches "
+        "over its budget (the PPO learners' entropy coefficient, `dqn_central`'s "
+        "exploration), so its curve at a shorter run's budget is not that run's curve.",
         "",
         "| board | entries with a curve | still improving at their last step | longer budget "
         "(vs the board entry, paired) | without a curve | benchmark budget |",
