@@ -141,7 +141,12 @@ def rerun_learned(rec: Record, root: Path) -> dict[str, Any]:
     """Reload the record's ``policy`` file and evaluate it as its run did, on its seeds."""
     import torch
 
-    from edgesched.experiment.evaluation import evaluate_scheduler, load_policy, strict_overrides
+    from edgesched.experiment.evaluation import (
+        LearnedScheduler,
+        evaluate_scheduler,
+        load_policy,
+        strict_overrides,
+    )
 
     torch.set_num_threads(1)  # as in training's final evaluation (experiment.threads)
     d = rec.data
@@ -149,8 +154,10 @@ def rerun_learned(rec: Record, root: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"policy file {d['policy']!r} not found under {root}")
     policy, _, _ = load_policy(str(path), d["scenario"])
-    if hasattr(policy, "evaluate"):  # learners with their own view (dqn_central)
-        # their view builds its own environment: strict like every evaluation environment
+    if not isinstance(policy, LearnedScheduler):
+        # load_policy returns the trainer itself for learners that evaluate themselves
+        # (registry flag own_view, e.g. dqn_central); their view builds its own
+        # environment: strict like every evaluation environment
         return policy.evaluate(
             d["scenario"],
             strict_overrides(d["env_overrides"]),
