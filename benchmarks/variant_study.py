@@ -25,7 +25,10 @@ A variant may also be a longer budget (``experiment.total_env_steps=300000
 algo.variant=b300k``). Where both entries recorded learning curves (``+benchmark=<board>``
 does), a second table gives each one's budget (its curve's last step) and the change of its
 held-out JCT over the second half of that budget, with the leaderboard's verdict
-(``curves.Curve.verdict``): the evidence a board's benchmark budget is chosen from.
+(``curves.Curve.verdict``): the evidence a board's benchmark budget is chosen from. A third
+table sets a longer variant's curve beside its board entry's at the same steps (the last
+quarter of the board entry's budget): a longer run stretches its schedules over its budget,
+so whether it gains from more steps or only from where its schedule ends shows there.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import argparse
 import time
 from pathlib import Path
 
+import numpy as np
 from _report import Report, cpu_name
 
 from edgesched.experiment.io import atomic_write_bytes
@@ -80,6 +84,42 @@ def curve_cell(curve: Curve | None) -> str:
     if curve is None:
         return "no curve"
     return f"{curve.points[-1][0]:,}: {curve.trend_text} {curve.verdict}"
+
+
+LAST_QUARTER = 0.75
+"""Where a budget's last quarter starts, as a fraction of it (:func:`same_steps_cells`)."""
+
+
+def window_mean(curve: Curve, low: float, high: int) -> float | None:
+    """Mean held-out JCT of ``curve``'s points with ``low < env_steps <= high``."""
+    values = [e.value for steps, e in curve.points if low < steps <= high]
+    return float(np.mean(values)) if values else None
+
+
+def same_steps_cells(base: Curve | None, var: Curve | None) -> str | None:
+    """A longer variant's curve beside its board entry's at the same environment steps.
+
+    Cells: the last quarter of the board entry's budget (env steps), the board entry's
+    mean curve point there, the variant's over the same steps, and the variant's over the
+    last quarter of its own budget. ``None`` unless both have a curve and the variant's
+    budget is longer. A longer run is a new run: its schedules (the PPO learners' entropy
+    coefficient, ``dqn_central``'s exploration) stretch over its budget, so at the board
+    entry's budget it need not be where the board entry was.
+    """
+    if base is None or var is None:
+        return None
+    end, var_end = base.points[-1][0], var.points[-1][0]
+    if var_end <= end:
+        return None
+    start = LAST_QUARTER * end
+    means = (
+        window_mean(base, start, end),
+        window_mean(var, start, end),
+        window_mean(var, LAST_QUARTER * var_end, var_end),
+    )
+    if any(m is None for m in means):
+        return None
+    return f"{round(start):,} to {end:,} | " + " | ".join(f"{m:.2f}" for m in means)
 
 
 def ci_cell(row: Row) -> str:
@@ -137,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     variants = load_records(args.variant_results, args.runs)
     tables = group_tables(load_records(args.results) + variants)
     ours = {(r.data["algo"], r.data["shield"]) for r in variants}
-    lines, curve_lines = [], []
+    lines, curve_lines, same_lines = [], [], []
     # per plot: its rows and the board's best heuristic as a reference line
     plots: dict[str, tuple[list[Row], dict[str, float]]] = {}
     for board, recs in tables.items():
@@ -152,6 +192,11 @@ def main(argv: list[str] | None = None) -> None:
                 curve_lines.append(
                     f"| {board} | {entry_name(base.algo, base.shield)} | {var.algo} | "
                     f"{curve_cell(base.curve)} | {curve_cell(var.curve)} |"
+                )
+            same = same_steps_cells(base.curve, var.curve)
+            if same is not None:
+                same_lines.append(
+                    f"| {board} | {entry_name(base.algo, base.shield)} | {var.algo} | {same} |"
                 )
             lines.append(
                 f"| {board} | {entry_name(base.algo, base.shield)} | {var.algo} | "
@@ -193,6 +238,22 @@ def main(argv: list[str] | None = None) -> None:
             rep,
             "| board | board entry | variant | board: budget, trend | variant: budget, trend |",
             curve_lines,
+        )
+    if same_lines:
+        rep.print(
+            "The same steps: where a variant trains longer than its board entry, the mean of "
+            "each curve's points (held-out JCT on the curve seeds, mean over training seeds) "
+            "over the last quarter of the board entry's budget, and the variant's over the "
+            "last quarter of its own. A longer run stretches every schedule over its budget "
+            "(entropy coefficient, exploration), so at the board entry's budget it need not "
+            "be where the board entry was."
+        )
+        rep.print()
+        print_table(
+            rep,
+            "| board | board entry | variant | board entry's last quarter (env steps) | "
+            "board entry there | variant there | variant, its own last quarter |",
+            same_lines,
         )
     if args.out and plots:
         # the curves side by side (the variants' budgets end further right)

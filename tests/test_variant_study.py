@@ -157,3 +157,28 @@ def test_the_heuristic_reference_line_is_its_mean_on_the_curve_seeds(study):
     other = replace(_row("mappo-b300k"), curve=Curve(30, (10002,), ((100, e),), 3, None))
     assert study.curve_reference(heur, [curved, other]) == {}  # seeds differ: no line
     assert study.curve_reference(None, [curved]) == {}
+
+
+def test_same_steps_compares_a_longer_variant_where_the_board_entry_ends(study):
+    """The board entry's last quarter, the variant over those steps and over its own."""
+    from edgesched.leaderboard.curves import Curve
+
+    def curve(points):
+        pts = tuple((s, stats.Estimate(v, v - 1, v + 1)) for s, v in points)
+        return Curve(30, (0, 1, 2), pts, 3, None)
+
+    base = curve([(100, 50.0), (700, 40.0), (800, 30.0), (1000, 20.0)])
+    # quarter of the board's budget: (750, 1000]; of the variant's: (1500, 2000]
+    var = curve([(100, 60.0), (800, 35.0), (900, 33.0), (1000, 31.0), (1600, 24.0), (2000, 22.0)])
+    assert study.same_steps_cells(base, var) == "750 to 1,000 | 25.00 | 33.00 | 23.00"
+    # a point exactly at the window's start is outside it; the end is inside
+    assert study.window_mean(base, 700, 800) == pytest.approx(30.0)
+    assert study.window_mean(base, 1000, 2000) is None
+    # only a longer variant with a curve gets the comparison
+    shorter = curve([(100, 60.0), (500, 40.0)])
+    assert study.same_steps_cells(base, shorter) is None
+    assert study.same_steps_cells(base, None) is None
+    assert study.same_steps_cells(None, var) is None
+    # no variant point inside the board entry's last quarter: nothing to compare
+    sparse = curve([(100, 60.0), (2000, 22.0)])
+    assert study.same_steps_cells(base, sparse) is None
