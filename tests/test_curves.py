@@ -258,16 +258,44 @@ def test_a_longer_budget_that_gains_nothing_settles_the_default(tmp_path):
     row = tier("gain", study("mappo", 0.5) + study("ippo", 1.0))
     assert "mappo: 768 steps, 3 seeds, 50.0% lower" in row
     assert row.endswith("| not determined: mappo gains from a longer budget still |")
-    # a still longer run that is not significantly lower (noisier) does not undo the gain
+    # a still longer run not lower than the shorter one (here higher): the longer budget
+    # gains nothing more, so the shorter one settles the entry though its curve still falls
     row = tier("noisy", study("mappo", 0.5) + study("mappo", 1.0, times=4) + study("ippo", 1.0))
     assert "mappo: 768 steps, 3 seeds, 50.0% lower" in row
     assert "mappo: 1,536 steps, 3 seeds, 0.0% lower" in row
+    assert "768 steps, 3 seeds, 50.0% lower [50.0%, 50.0%], curve there still improving" in row
+    assert row.endswith(
+        "| 768 (mappo gains from 768 and no longer run is lower (1,536 steps: 100.0% higher "
+        "[100.0%, 100.0%]); not yet set for the board) |"
+    )
+    # as low at four times the budget (the same JCTs): still nothing more to gain
+    row = tier("level", study("mappo", 0.5) + study("mappo", 0.5, times=4) + study("ippo", 1.0))
+    assert row.endswith(
+        "| 768 (mappo gains from 768 and no longer run is lower (1,536 steps: 0.0% lower "
+        "[0.0%, 0.0%]); not yet set for the board) |"
+    )
+    # an entry settled by a longer run while another still needs one: the board stays
+    # open, and its row says what settled the first
+    row = tier("open", study("mappo", 0.5) + study("mappo", 0.5, times=4))
+    assert row.endswith(
+        "| not determined: longer curves needed; mappo gains from 768 and no longer run is "
+        "lower (1,536 steps: 0.0% lower [0.0%, 0.0%]) |"
+    )
+    # a still longer run lower than the shorter one: the shorter budget does not settle it,
+    # and the longest decides by its curve
+    beaten = study("mappo", 0.5) + study("ippo", 1.0)
+    row = tier("beaten", beaten + study("mappo", 0.25, times=4))
     assert row.endswith("| not determined: mappo gains from a longer budget still |")
+    row = tier("beaten-flat", beaten + study("mappo", 0.25, flat=True, times=4))
+    assert row.endswith(
+        "| 1,536 (mappo gains from 1,536 and is no longer improving there; not yet set for "
+        "the board) |"
+    )
     # it gains and its longer curve is flat: the longer budget is the board's
     row = tier("settled", study("mappo", 0.5, flat=True) + study("ippo", 1.0))
     assert "curve there flat" in row
     assert row.endswith(
-        "| 768 (mappo gains from it and is no longer improving there; not yet set for the board) |"
+        "| 768 (mappo gains from 768 and is no longer improving there; not yet set for the board) |"
     )
     # longer runs on other evaluation seeds cannot be compared paired: still open
     other = study("mappo", 0.5, flat=True) + study("ippo", 1.0)

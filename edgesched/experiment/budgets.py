@@ -2,8 +2,9 @@
 
 The default is ``experiment.total_env_steps`` (the README's first command). A board whose
 learned entries still improve at the end of the default, and gain from a longer budget with
-a paired 95% CI excluding zero while flat at its end (the budget tiers of ``coverage.md``,
-:func:`edgesched.leaderboard.curves.render_budget_tiers`), gets that longer budget here. Its
+a paired 95% CI excluding zero, where a still longer run gains nothing more or the curve is
+flat at its end (the budget tiers of ``coverage.md``,
+:func:`edgesched.leaderboard.curves.settling_budget`), gets that longer budget here. Its
 sweep config, ``conf/benchmark/<board>.yaml``, sets the same ``experiment.total_env_steps``
 (``tests/test_budgets.py`` keeps the two equal), and :mod:`edgesched.leaderboard.provenance`
 lists every entry of the board trained at another budget. It lives with the experiment

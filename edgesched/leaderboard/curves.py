@@ -204,6 +204,51 @@ def longer_budgets(entry: Row, longer: list[Row]) -> list[tuple[Row, stats.Estim
     return [(r, paired_reduction(r, entry)) for r in found]
 
 
+def settling_budget(gaining: list[Row], runs: list[Row]) -> tuple[int, str] | None:
+    """The budget a budget study settles an entry at, and why; ``None``: still open.
+
+    Args:
+        gaining: the entry's longer runs whose mean JCT is lower than its board entry's
+            (paired 95% CI excluding zero), shortest first.
+        runs: all its longer runs comparable paired with the board entry, shortest first.
+
+    Returns:
+        The shortest gaining budget that no still longer run beats (lower mean JCT, paired
+        95% CI excluding zero): with ``"no longer run is lower (...)"`` and each longer
+        run's paired change against it where a still longer run exists, so the longer
+        budgets gain nothing more; where it is the longest run, with
+        ``"is no longer improving there"`` if its curve is not still improving at its end,
+        else ``None``. ``None`` too when a still longer run beats every gaining budget.
+
+    A run's curve falls near its own end because its schedules end there (a longer run is a
+    new run, :func:`render_budget_tiers`), so the last points of the longest curve cannot
+    tell a plateau from an annealing schedule; two budgets compared paired on the held-out
+    seeds can.
+    """
+    for var in gaining:
+        steps = var.curve.points[-1][0]
+        after = [r for r in runs if r.curve.points[-1][0] > steps]
+        beaten = False
+        for r in after:
+            red = paired_reduction(r, var)
+            if red is not None and red.low > 0:
+                beaten = True
+                break
+        if beaten:
+            continue
+        if after:
+            # the comparisons that settle it, so the page shows its evidence
+            vs = ", ".join(
+                f"{r.curve.points[-1][0]:,} steps: {reduction_text(paired_reduction(r, var))}"
+                for r in after
+            )
+            return steps, f"no longer run is lower ({vs})"
+        if var.curve.verdict != "still improving":
+            return steps, "is no longer improving there"
+        return None
+    return None
+
+
 def render_budget_tiers(
     tables: dict[str, list[Row]],
     default_steps: int,
@@ -218,8 +263,9 @@ def render_budget_tiers(
         longer: per board, the budget study's rows (entries trained past the default,
             :func:`longer_budgets`); an entry still improving at the default none of whose
             longer runs is lower with a paired 95% CI gains nothing from a longer budget;
-            otherwise the longest budget that is lower is the entry's if its curve is no
-            longer improving there.
+            otherwise the shortest budget that is lower and that no still longer run beats
+            (:func:`settling_budget`) is the entry's, and if it is the longest run, only
+            if its curve is no longer improving there.
         budgets: the boards whose benchmark budget is set to other than the default
             (:data:`edgesched.experiment.budgets.BENCHMARK_BUDGETS`, requested env steps);
             such a board's row says which entries are trained at it, which are still to be
@@ -237,9 +283,11 @@ def render_budget_tiers(
         "trained longer (the budget study, `leaderboards/studies/budget/`, same protocol "
         "and held-out seeds, possibly at several budgets): if none of its longer runs has a "
         "mean JCT lower than its board entry's with a paired 95% CI excluding zero, the extra "
-        "budget gains nothing and the default stands for it; otherwise the longest budget "
-        "that is lower decides: if its curve is no longer improving there, that budget is "
-        "the entry's; if it is still improving, or no longer run "
+        "budget gains nothing and the default stands for it; otherwise the shortest budget "
+        "that is lower and that no still longer run beats (paired, the same test) decides: "
+        "if a still longer run exists, that budget is the entry's (the longer runs gain "
+        "nothing more); if it is the longest run, it is the entry's only where its curve is "
+        "no longer improving at its end; if that curve is still improving, or no longer run "
         "exists, the benchmark budget is not determined. A board with an entry without a "
         "curve stays undetermined too: that entry may be the one still improving. A budget "
         "so determined is set in `edgesched/experiment/budgets.py` and in the board's sweep "
@@ -248,7 +296,10 @@ def render_budget_tiers(
         "there is trained longer still, and the board's row says what that run found. A "
         "longer run is a new run, not the shorter one continued: every schedule stretches "
         "over its budget (the PPO learners' entropy coefficient, `dqn_central`'s "
-        "exploration), so its curve at a shorter run's budget is not that run's curve.",
+        "exploration), so its curve at a shorter run's budget is not that run's curve, and "
+        "a curve still falls near its end where its schedule ends: that is why runs at "
+        "several budgets, compared paired, and not one curve's last points, decide where "
+        "the longest run is not the one that settles.",
         "",
         "| board | entries with a curve | still improving at their last step | longer budget "
         "(vs the board entry, paired) | without a curve | benchmark budget |",
@@ -283,23 +334,22 @@ def render_budget_tiers(
             gaining = [var for var, red in paired if red.low > 0]
             if not gaining:
                 nothing.append(who)
+                continue
+            found = settling_budget(gaining, [var for var, _ in paired])
+            if found is None:
+                gains.append(who)
             else:
-                # the longest budget that helps is the entry's if its curve is no longer
-                # improving at the end of it (the same rule as at the default)
-                var = gaining[-1]
-                if var.curve.verdict != "still improving":
-                    settled[who] = var.curve.points[-1][0]
-                else:
-                    gains.append(who)
+                settled[who] = found
         if name in budgets:
             budget = _set_budget(budgets[name], learned, gains, settled, nothing)
         elif not curved:
             budget = "not determined: no curve on this board"
         elif untested:
-            budget = "not determined: longer curves needed"
+            budget = "not determined: longer curves needed" + _settled_text(settled, "; ")
         elif gains:
             verb = "gains" if len(gains) == 1 else "gain"
             budget = f"not determined: {', '.join(gains)} {verb} from a longer budget still"
+            budget += _settled_text(settled, "; ")
         elif without:
             # an entry without a curve may be the one still improving (tapfinger's own board)
             budget = "not determined: the default if the entries without a curve are flat too"
@@ -308,14 +358,8 @@ def render_budget_tiers(
             if last > default_steps:
                 budget = "not determined: the curves ran past the default"
             elif settled:
-                top = max(settled.values())
-                who = ", ".join(sorted(settled))
-                one = len(settled) == 1
-                budget = (
-                    f"{top:,} ({who} {'gains' if one else 'gain'} from it and "
-                    f"{'is' if one else 'are'} no longer improving there; not yet set for "
-                    "the board)"
-                )
+                top = max(steps for steps, _ in settled.values())
+                budget = f"{top:,} ({_settled_text(settled)}; not yet set for the board)"
             elif improving:
                 budget = f"{default_steps:,} (the default: a longer budget gains nothing)"
             else:
@@ -328,20 +372,33 @@ def render_budget_tiers(
     return [*lines, ""]
 
 
+def _settled_text(settled: dict[str, tuple[int, str]], lead: str = "") -> str:
+    """The settled entries as ``mappo gains from 768 and <why>; ...``, after ``lead``.
+
+    Empty when no entry is settled.
+    """
+    if not settled:
+        return ""
+    return lead + "; ".join(
+        f"{who} gains from {steps:,} and {reason}"
+        for who, (steps, reason) in sorted(settled.items())
+    )
+
+
 def _set_budget(
     requested: int,
     learned: list[Row],
     gains: Sequence[str],
-    settled: dict[str, int],
+    settled: dict[str, tuple[int, str]],
     nothing: Sequence[str],
 ) -> str:
     """The budget-tier cell of a board with a set benchmark budget.
 
     The same rule as at the default applies past the set budget: an entry trained at it and
     still improving there is trained longer still, and the cell says what that study found
-    for it (``gains``: lower and still improving, ``settled``: lower and no longer improving
-    at that budget, which the board's budget is then to be raised to, ``nothing``: no longer
-    run lower), each as :func:`render_budget_tiers` computed it.
+    for it (``gains``: lower and still improving, ``settled``: the budget that settles it,
+    with why (:func:`settling_budget`), which the board's budget is then to be raised to,
+    ``nothing``: no longer run lower), each as :func:`render_budget_tiers` computed it.
     """
     from edgesched.experiment.budgets import trained_at
 
@@ -369,9 +426,9 @@ def _set_budget(
         # studies of an entry not yet retrained at the set budget compare against its old
         # board entry, so only the retrained entries' longer runs speak for this budget
         if who in settled:
+            steps, reason = settled[who]
             parts.append(
-                f"{who} gains from {settled[who]:,} and is no longer improving there: the "
-                "budget to raise the board to"
+                f"{who} gains from {steps:,} and {reason}: the budget to raise the board to"
             )
         elif who in gains:
             parts.append(f"{who} gains from a longer budget still: longer curves needed")
