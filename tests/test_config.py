@@ -183,6 +183,8 @@ BAD_CONFIGS = {
     "rlpto_with_shield": (["algo=rlpto", "shield=central"], "shield.name"),
     "gnn_heads_not_dividing": (["algo=tapfinger", "algo.gnn_heads=3"], "algo.gnn_hidden"),
     "bad_variant": (["algo.variant=No Attn"], "algo.variant"),
+    "variant_dash_first": (["algo.variant=-b300k"], "algo.variant"),
+    "variant_dash_twice": (["algo.variant=noptr--b300k"], "algo.variant"),
     "trace_conflict": (
         ["env=edge50-trace", "env.trace.path=a.csv", "+env.overrides.trace_path=b.csv"],
         "trace",
@@ -209,6 +211,12 @@ def test_bad_config_fails_early_and_writes_nothing(case, tmp_path):
     assert "schema" not in listed, proc.stderr
     assert not out.exists() or not any(out.rglob("*")), sorted(out.rglob("*"))
     assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["results"])
+
+
+@pytest.mark.parametrize("variant", ["", "noptr", "b300k", "feature_norm", "noptr-b300k"])
+def test_variant_labels_may_join_with_a_dash(variant):
+    # a budget study of a variant entry: tapfinger-noptr's b300k run is 'noptr-b300k'
+    validate(_compose(["algo=tapfinger", f"algo.variant={variant}"]))
 
 
 def test_evaluate_cli_rejects_bad_arguments():

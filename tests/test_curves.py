@@ -309,3 +309,21 @@ def test_a_longer_budget_that_gains_nothing_settles_the_default(tmp_path):
     # one of them was not trained longer: still open
     row = tier("half", study("mappo", 1.0))
     assert "ippo:" not in row and row.endswith("| not determined: longer curves needed |")
+
+
+def test_a_budget_study_of_a_variant_entry_is_that_entrys_not_its_base(tmp_path):
+    from test_leaderboard import _fixture_rows, _write
+
+    rows = _with_curves(_fixture_rows(), updates=range(2, 13, 2))  # mappo, ippo improving
+    # an ablation entry on the board (like tapfinger-noptr), with mappo's records
+    abl = [dict(json.loads(json.dumps(r)), algo="mappo-abl") for r in rows if r["algo"] == "mappo"]
+    board = _write(tmp_path / "c.jsonl", rows + abl)
+    # its longer run, algo.variant=abl-b2x: a variant of mappo-abl, not of mappo
+    study = _longer_study(abl, "mappo-abl", 0.5)
+    assert {r["algo"] for r in study} == {"mappo-abl-b2x"}
+    row = _tier_with_study(tmp_path, board, "abl", study)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3] == (
+        "mappo-abl: 768 steps, 3 seeds, 50.0% lower [50.0%, 50.0%], curve there still improving"
+    )
+    assert cells[5] == "not determined: longer curves needed"  # mappo and ippo untested

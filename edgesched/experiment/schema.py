@@ -543,10 +543,13 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     problem = get_algorithm(str(c.algo.name)).shield_error(str(c.shield.name), shields)
     _check(problem is None, "shield.name", c.shield.name, str(problem))
     _check(
-        re.fullmatch(r"[a-z0-9_]*", str(c.algo.variant)) is not None,
+        # '-' only between labels: a budget study of a variant entry ('noptr-b300k') must
+        # read as a variant of that entry ('tapfinger-noptr'), its name up to the last '-'
+        re.fullmatch(r"(?:[a-z0-9_]+(?:-[a-z0-9_]+)*)?", str(c.algo.variant)) is not None,
         "algo.variant",
         c.algo.variant,
-        "use lower-case letters, digits and '_' (it becomes part of the entry name)",
+        "use lower-case letters, digits and '_', and '-' only between them (it becomes part "
+        "of the entry name; 'noptr-b300k' is entry tapfinger-noptr's b300k variant)",
     )
     _check(c.logger.name in ("none", "wandb"), "logger.name", c.logger.name, "use none|wandb")
     _check(
