@@ -228,19 +228,14 @@ def settling_budget(gaining: list[Row], runs: list[Row]) -> tuple[int, str] | No
     for var in gaining:
         steps = var.curve.points[-1][0]
         after = [r for r in runs if r.curve.points[-1][0] > steps]
-        beaten = False
-        for r in after:
-            red = paired_reduction(r, var)
-            if red is not None and red.low > 0:
-                beaten = True
-                break
-        if beaten:
-            continue
+        reductions = [paired_reduction(r, var) for r in after]
+        if any(red is not None and red.low > 0 for red in reductions):
+            continue  # a still longer run is lower: this budget does not settle it
         if after:
             # the comparisons that settle it, so the page shows its evidence
             vs = ", ".join(
-                f"{r.curve.points[-1][0]:,} steps: {reduction_text(paired_reduction(r, var))}"
-                for r in after
+                f"{r.curve.points[-1][0]:,} steps: {reduction_text(red)}"
+                for r, red in zip(after, reductions, strict=True)
             )
             return steps, f"no longer run is lower ({vs})"
         if var.curve.verdict != "still improving":
@@ -297,9 +292,9 @@ def render_budget_tiers(
         "longer run is a new run, not the shorter one continued: every schedule stretches "
         "over its budget (the PPO learners' entropy coefficient, `dqn_central`'s "
         "exploration), so its curve at a shorter run's budget is not that run's curve, and "
-        "a curve still falls near its end where its schedule ends: that is why runs at "
-        "several budgets, compared paired, and not one curve's last points, decide where "
-        "the longest run is not the one that settles.",
+        "a curve still falls near its end, where its schedules end: runs at several "
+        "budgets, compared paired, can show that more steps gain nothing where one curve's "
+        "last points cannot.",
         "",
         "| board | entries with a curve | still improving at their last step | longer budget "
         "(vs the board entry, paired) | without a curve | benchmark budget |",
