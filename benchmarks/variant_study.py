@@ -45,7 +45,7 @@ from edgesched.leaderboard.build import compute_rows
 from edgesched.leaderboard.curves import Curve, render_curves_png
 from edgesched.leaderboard.records import group_tables, load_records
 from edgesched.leaderboard.studies import mean_on_seeds, paired_reduction, reduction_text
-from edgesched.leaderboard.table import Row, entry_name
+from edgesched.leaderboard.table import Row, entry_name, varied_entry
 
 
 def pairs(rows: list[Row], variants: set[tuple[str, str]]) -> list[tuple[Row, Row]]:
@@ -56,9 +56,9 @@ def pairs(rows: list[Row], variants: set[tuple[str, str]]) -> list[tuple[Row, Ro
     by_key = {(r.algo, r.shield): r for r in rows}
     out = []
     for r in rows:
-        if (r.algo, r.shield) not in variants or "-" not in r.algo:
+        if (r.algo, r.shield) not in variants or varied_entry(r.algo) is None:
             continue
-        base = by_key.get((r.algo.rsplit("-", 1)[0], r.shield))
+        base = by_key.get((varied_entry(r.algo), r.shield))
         if base is not None and base.eval_seeds == r.eval_seeds and base.episodes == r.episodes:
             out.append((base, r))
     return out

@@ -327,3 +327,12 @@ def test_a_budget_study_of_a_variant_entry_is_that_entrys_not_its_base(tmp_path)
         "mappo-abl: 768 steps, 3 seeds, 50.0% lower [50.0%, 50.0%], curve there still improving"
     )
     assert cells[5] == "not determined: longer curves needed"  # mappo and ippo untested
+
+
+def test_a_variant_run_varies_its_name_up_to_the_last_dash():
+    from edgesched.leaderboard.table import varied_entry
+
+    assert varied_entry("tapfinger-b300k") == "tapfinger"
+    assert varied_entry("tapfinger-noptr-b300k") == "tapfinger-noptr"
+    assert varied_entry("dqn_central-b1200k") == "dqn_central"
+    assert varied_entry("tapfinger") is None

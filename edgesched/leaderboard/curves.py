@@ -26,7 +26,7 @@ import numpy as np
 from . import stats
 from .records import Record
 from .studies import paired_reduction, reduction_text
-from .table import NA, Row, _ci, entry_name, png_bytes
+from .table import NA, Row, _ci, entry_name, png_bytes, varied_entry
 
 TREND_FROM = 0.5
 """The trend is fitted to the points at or after this fraction of the entry's last step."""
@@ -196,7 +196,7 @@ def longer_budgets(entry: Row, longer: list[Row]) -> list[tuple[Row, stats.Estim
         for r in longer
         if r.learned
         and r.shield == entry.shield
-        and r.algo.rsplit("-", 1)[0] == entry.algo
+        and varied_entry(r.algo) == entry.algo
         and r.curve is not None
         and r.curve.points[-1][0] > budget
     ]

@@ -20,6 +20,16 @@ def entry_name(algo: str, shield: str) -> str:
     return algo if shield in ("", "none") else f"{algo} ({shield})"
 
 
+def varied_entry(algo: str) -> str | None:
+    """The entry a variant run varies: its name up to the last ``-``; ``None`` without one.
+
+    ``tapfinger-b300k`` varies ``tapfinger``, ``tapfinger-noptr-b300k`` (``algo.variant=
+    noptr-b300k``) varies the ablation ``tapfinger-noptr``; ``algo.variant`` allows ``-``
+    only between labels (:func:`edgesched.experiment.schema.validate`), so this is unique.
+    """
+    return algo.rsplit("-", 1)[0] if "-" in algo else None
+
+
 @dataclass
 class Row:
     """One leaderboard entry (an algorithm with a shield) and its statistics."""
