@@ -118,6 +118,58 @@ def test_same_seed_same_learning_curve(tmp_path):
     assert without_time(read_metrics(tmp_path / "c")) != ra
 
 
+def untimed(row: dict) -> dict:
+    """``row`` without measured wall-clock quantities (times, rates), which no rerun repeats."""
+    from edgesched.leaderboard.validate import WALL_CLOCK_METRICS
+
+    timed = {*WALL_CLOCK_METRICS, "wall_time", "decisions_per_s"}
+    return {k: v for k, v in row.items() if k not in timed}
+
+
+@pytest.mark.parametrize(("algo", "shield"), SMOKE_PAIRS, ids=lambda x: str(x))
+def test_variant_label_changes_only_the_name(tmp_path, algo, shield):
+    """``algo.variant`` names a run and nothing else: a budget study's run at the board's
+    budget is the board entry (``python -m edgesched.leaderboard promote`` relies on it)."""
+    import torch
+
+    records, weights = [], []
+    for variant in ("", "b1k"):
+        cfg = make_cfg(tmp_path / (variant or "plain"), algo=algo, curve_every=1)
+        cfg.shield.name = shield
+        cfg.algo.variant = variant
+        if "learning_starts" in cfg.algo:
+            cfg.algo.learning_starts = 16
+        cfg.env.overrides = {"max_slots": 20, "max_steps": 200}
+        run(cfg)
+        run_dir = tmp_path / (variant or "plain")
+        record = json.loads((run_dir / "eval.json").read_text())
+        records.append((record, [untimed(r) for r in read_metrics(run_dir)]))
+        weights.append(torch.load(run_dir / "policy.pt", map_location="cpu", weights_only=True))
+    (plain, plain_rows), (labelled, labelled_rows) = records
+    assert labelled["algo"] == f"{algo}-b1k" and plain["algo"] == algo
+    assert labelled_rows == plain_rows
+    for key in ("per_episode", "summary", "curve", "train_seed", "eval_seeds", "env_overrides"):
+        got, want = labelled[key], plain[key]
+        if key == "summary":
+            got, want = untimed(got), untimed(want)
+        elif key == "per_episode":
+            got, want = [untimed(e) for e in got], [untimed(e) for e in want]
+        assert got == want, key
+    assert labelled["train"]["env_steps"] == plain["train"]["env_steps"]
+
+    def tensors(obj, path=""):
+        if isinstance(obj, torch.Tensor):
+            yield path, obj
+        elif isinstance(obj, dict):
+            for k in sorted(obj, key=str):
+                yield from tensors(obj[k], f"{path}.{k}")
+
+    a, b = dict(tensors(weights[0])), dict(tensors(weights[1]))
+    assert a.keys() == b.keys() and a
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert weights[1]["algo"]["variant"] == "b1k"
+
+
 def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path):
     updates = 12
     steps = updates * 2 * 16

@@ -1,6 +1,6 @@
 """Leaderboards generated from raw per-run records.
 
-``python -m edgesched.leaderboard {build,validate,collect,baselines,refresh}``; see
+``python -m edgesched.leaderboard {build,validate,collect,baselines,refresh,promote}``; see
 ``leaderboards/README.md`` for the protocol and the commands that reproduce a leaderboard.
 
 * :mod:`.stats`: mean / IQM with stratified-bootstrap CIs, probability of improvement,

@@ -1,4 +1,4 @@
-r"""Command line: ``python -m edgesched.leaderboard {build,validate,collect,baselines,refresh}``.
+r"""Command line of the leaderboards: build, validate, collect, baselines, refresh, promote.
 
 Run from the repository root (the default paths and the records' ``policy`` paths are
 relative to it)::
@@ -11,6 +11,9 @@ relative to it)::
     python -m edgesched.leaderboard validate       # re-run entries; exit 1 on a mismatch
     python -m edgesched.leaderboard refresh leaderboards/results/edge50_learned.jsonl \
         --algos mappo                              # re-evaluate in place (new metrics)
+    python -m edgesched.leaderboard promote \
+        leaderboards/studies/budget/edge50-highload_mappo-b2400k.jsonl \
+        leaderboards/results/edge50-highload_mappo.jsonl  # a study run becomes the entry
 
 The subcommands need the ``train`` extra: ``pip install "edgesched[train]"``. Without it,
 ``--help`` still works and a subcommand says which extra to install (exit status 2).
@@ -199,6 +202,23 @@ def cmd_refresh(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_promote(args: argparse.Namespace) -> int:
+    """A budget study's runs become the board entry they vary."""
+    _require("omegaconf", "torch")
+    from .promote import promote
+
+    rows, moved = promote(
+        args.study,
+        args.board,
+        studies=args.studies,
+        policies=args.policies,
+        root=args.root,
+        log=_log,
+    )
+    _log(f"promoted {len(rows)} records" + (f"; the previous ones are in {moved}" if moved else ""))
+    return 0
+
+
 def _positive_int(flag: str) -> Callable[[str], int]:
     """An argparse ``type`` accepting integers of 1 or more, naming ``flag`` otherwise."""
 
@@ -293,6 +313,20 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--algos", nargs="*", help="only these algorithms")
     r.add_argument("--root", default=".", help="directory the records' policy paths are under")
     r.set_defaults(func=cmd_refresh)
+    m = sub.add_parser(
+        "promote",
+        help="make a budget study's runs (<entry>-b<k>k) the board entry at the board's budget",
+    )
+    m.add_argument("study", help="the budget study's results file (.jsonl); left as it is")
+    m.add_argument("board", help="the board's results file holding the entry (.jsonl)")
+    m.add_argument(
+        "--studies",
+        default="leaderboards/studies",
+        help="study records folder; the entry's previous records go to its budget/",
+    )
+    m.add_argument("--policies", default="leaderboards/policies", help="where policies go")
+    m.add_argument("--root", default=".", help="repository root (policy paths relative to it)")
+    m.set_defaults(func=cmd_promote)
     return p
 
 

@@ -1,0 +1,223 @@
+"""Promote a budget study's runs to their board entry when the board's budget rises to theirs.
+
+A budget study trains an entry past its board's budget under a variant label
+(``algo.variant=b2400k`` makes entry ``mappo-b2400k``). When the study settles the board at
+that budget (:data:`edgesched.experiment.budgets.BENCHMARK_BUDGETS`), those runs are exactly
+what retraining the entry at the new budget would produce: the label names the run and
+changes nothing else (``tests/test_training.py::test_variant_label_changes_only_the_name``
+trains with and without one and compares every curve point, record number and weight).
+Retraining would spend hours of CPU for bit-identical policies, so :func:`promote` relabels
+them instead, after checking that they *are* today's entry:
+
+* every record is a budget variant (``<entry>-b<k>k``) of one entry, scenario and shield;
+* :func:`edgesched.leaderboard.provenance.departures` finds nothing: the policy files' stored
+  algorithm and shield settings are today's defaults (the label is ignored) and the runs
+  trained the board's benchmark budget.
+
+The board's previous records of that entry are not dropped: they become the budget study's
+row of their own budget (``<entry>-b<k>k`` in ``<studies>/budget/``), so the comparisons that
+set the budget stay reproducible. A promoted record keeps its ``config_hash`` and
+``git_commit`` (those of the run that produced it) and names its study entry in
+``promoted_from``.
+
+Every file is written atomically, the moved records and policies before the board file
+that stops naming them, so a killed promotion leaves no half-written file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from edgesched.experiment.io import atomic_write_bytes, write_jsonl
+
+from .build import BUDGET_STUDY_DIR
+from .collect import _sort_key, policy_path
+from .records import Record, RecordError, check_record, group_tables, load_records
+from .table import entry_name, varied_entry
+
+BUDGET_LABEL = re.compile(r"b\d+k")
+"""A budget study's variant label: ``b<requested thousands of steps>k``."""
+
+
+def budget_label(env_steps: int) -> str:
+    """The study label of a run that trained ``env_steps`` (``b1200k`` for 1,199,616).
+
+    Runs train whole updates of the requested steps, a little under a round budget; the
+    label is the requested budget, rounded to 100k steps as the studies name them.
+    """
+    return f"b{max(round(env_steps / 100_000), 1) * 100}k"
+
+
+def _records(path: Path) -> list[Record]:
+    recs = load_records([path], [])
+    for rec in recs:
+        check_record(rec)
+    return recs
+
+
+def _move_policy(rec: Record, policies: Path, root: Path) -> None:
+    """Copy ``rec``'s policy file to the path of its (new) name; point the record at it."""
+    rel = rec.data.get("policy")
+    if not rel:
+        raise rec.error("names no policy file; only entries that validate can be promoted")
+    src = root / str(rel)
+    if not src.is_file():
+        raise rec.error(f"policy file {rel!r} not found under {root}")
+    dest = policy_path(policies, rec)
+    atomic_write_bytes(root / dest, src.read_bytes())
+    rec.data["policy"] = dest.as_posix()
+
+
+def _settings(rec: Record, root: Path) -> dict[str, Any]:
+    """The algorithm (without its name and label) and shield settings a policy file stores."""
+    from edgesched.algos import config_from_dict
+
+    from .provenance import _IGNORED_KEYS, _stored_policy
+
+    stored = _stored_policy(rec, root)
+    if isinstance(stored, str):
+        raise rec.error(stored)
+    algo = dataclasses.asdict(config_from_dict(stored["algo"]))
+    return {
+        "algo": {k: v for k, v in algo.items() if k not in _IGNORED_KEYS},
+        "shield": dict(stored.get("shield_kwargs") or {}),
+    }
+
+
+def _departures(recs: list[Record], previous: list[Record], root: Path) -> list[str]:
+    """Why the relabelled ``recs`` are not the entry the board trains today (none: ``[]``).
+
+    A registered algorithm's entry is compared with today's defaults
+    (:func:`edgesched.leaderboard.provenance.departures`, which ignores the label); an
+    ablation's (``tapfinger-noptr``), which has no defaults, with the settings of the
+    board's previous records of it, which must exist.
+    """
+    from edgesched.algos import list_algorithms
+
+    from .provenance import budget_change, departures
+
+    out = [f"{k} {was} (board {now})" for r in recs[:1] for k, was, now in budget_change(r)]
+    if recs[0].data["algo"] in list_algorithms():
+        for dep in departures(recs, root):
+            out += [dep.unknown] if dep.unknown else []
+            out += [f"{k} {was} (today {now})" for k, was, now in dep.changes if "steps" not in k]
+        return sorted(set(out))
+    if not previous:
+        return [*out, "an ablation with no board records to compare its settings with"]
+    want = _settings(previous[0], root)
+    for rec in recs:
+        got = _settings(rec, root)
+        for part in ("algo", "shield"):
+            out += [
+                f"{part}.{k} {got[part].get(k)!r} (board {want[part].get(k)!r})"
+                for k in sorted(set(got[part]) | set(want[part]))
+                if got[part].get(k) != want[part].get(k)
+            ]
+    return sorted(set(out))
+
+
+def promote(
+    study: str | Path,
+    board: str | Path,
+    *,
+    studies: str | Path = "leaderboards/studies",
+    policies: str | Path = "leaderboards/policies",
+    root: str | Path = ".",
+    log: Callable[[str], Any] | None = None,
+) -> tuple[list[dict[str, Any]], Path | None]:
+    """Make a budget study's records the board entry they vary.
+
+    Args:
+        study: the study's results file (``leaderboards/studies/budget/<board>_<entry>-b<k>k
+            .jsonl``); it is left as it is.
+        board: the board's results file that holds (or will hold) the entry; its other
+            records are kept.
+        studies: the study records folder; the board's previous records of the entry go to
+            its ``budget/`` sub-folder.
+        policies: the policy folder, relative to ``root``.
+        root: the repository root that records' ``policy`` paths are relative to.
+        log: called with one line per file written.
+
+    Returns:
+        The promoted records, and the study file the previous records went to (``None``
+        when the board had none).
+
+    Raises:
+        RecordError: the study's records are not one budget variant of one entry, are not
+            today's defaults at the board's budget, or the previous records' study file
+            exists already.
+    """
+    root, study, board = Path(root), Path(study), Path(board)
+    policies = Path(policies)
+    recs = _records(study)
+    if not recs:
+        raise RecordError(f"{study}: no records to promote")
+    keys = {(r.data["scenario"], varied_entry(r.data["algo"]), r.data["shield"]) for r in recs}
+    if len(keys) != 1:
+        raise RecordError(f"{study}: records of several entries {sorted(map(str, keys))}")
+    scenario, entry, shield = keys.pop()
+    for rec in recs:
+        label = rec.data["algo"][len(entry or "") + 1 :]
+        if not rec.learned or entry is None or BUDGET_LABEL.fullmatch(label) is None:
+            raise rec.error(
+                f"algo={rec.data['algo']!r} is not a budget variant '<entry>-b<k>k' of a "
+                "learned entry; only a budget study's runs can be promoted (another variant "
+                "changes the configuration)"
+            )
+    found = sorted(r.data["algo"] for r in recs)
+    for rec in recs:
+        rec.data["promoted_from"] = rec.data["algo"]
+        rec.data["algo"] = entry
+    kept, previous = [], []
+    for rec in _records(board) if board.is_file() else []:
+        d = rec.data
+        same = (d["scenario"], d["algo"], d["shield"]) == (scenario, entry, shield)
+        (previous if same else kept).append(rec)
+    off = _departures(recs, previous, root)
+    if off:
+        raise RecordError(
+            f"{study}: {found} would not be today's {entry_name(entry, shield)} on {scenario}: "
+            + "; ".join(off)
+        )
+    group_tables(recs)  # one budget and one evaluation protocol across the seeds
+
+    moved_to = None
+    if previous:
+        budgets = {r.train_budget for r in previous}
+        if len(budgets) != 1 or None in budgets:
+            raise RecordError(f"{board}: the previous {entry} records share no one budget")
+        before = budgets.pop()
+        if before == recs[0].train_budget:
+            raise RecordError(
+                f"{board}: {entry_name(entry, shield)} is already trained at "
+                f"{before[0]:,} env steps; nothing to promote"
+            )
+        label = budget_label(before[0])
+        moved_to = (
+            Path(studies) / BUDGET_STUDY_DIR / f"{previous[0].scenario_name}_{entry}-{label}.jsonl"
+        )
+        if moved_to.exists():
+            raise RecordError(
+                f"{moved_to} exists: the previous records of {entry} would overwrite it"
+            )
+        for rec in previous:
+            rec.data["algo"] = f"{entry}-{label}"
+            rec.data.pop("promoted_from", None)  # its name is its study label again
+            _move_policy(rec, policies, root)
+        write_jsonl(moved_to, [r.data for r in previous])
+        if log is not None:
+            log(f"previous {entry} records -> {moved_to} ({label})")
+    for rec in recs:
+        _move_policy(rec, policies, root)
+    rows = sorted((r.data for r in kept + recs), key=_sort_key)
+    write_jsonl(board, rows)
+    if log is not None:
+        log(f"{study} -> {board} as {entry_name(entry, shield)} ({len(recs)} records)")
+    return [r.data for r in recs], moved_to
+
+
+__all__ = ["BUDGET_LABEL", "budget_label", "promote"]

@@ -1,0 +1,179 @@
+"""``promote``: a budget study's runs become the board entry they vary, checked first."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from edgesched.algos import algo_config  # noqa: E402
+from edgesched.leaderboard.__main__ import main  # noqa: E402
+from edgesched.leaderboard.build import build  # noqa: E402
+from edgesched.leaderboard.promote import budget_label, promote  # noqa: E402
+from edgesched.leaderboard.records import RecordError  # noqa: E402
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "leaderboard" / "records.jsonl"
+AT_BUDGET = {"env_steps": 149_504, "updates": 292}  # edge10's board budget: the default
+SHORTER = {"env_steps": 74_752, "updates": 146}
+
+
+def _fixture(algo: str) -> dict:
+    return next(json.loads(line) for line in FIXTURE.read_text().splitlines() if algo in line)
+
+
+def _learned(root: Path, algo: str, seed: int, train: dict, **settings) -> dict:
+    """A mappo-based record named ``algo`` with a policy file under ``root``."""
+    base, _, variant = algo.partition("-")
+    row = {**_fixture('"mappo"'), "algo": algo, "train_seed": seed, "train": dict(train)}
+    row["per_episode"] = [{**ep, "jct_mean": ep["jct_mean"] + seed} for ep in row["per_episode"]]
+    stored = {**dataclasses.asdict(algo_config(base)), "variant": variant, **settings}
+    rel = Path("leaderboards/policies/edge10") / f"{algo}_seed{seed}.pt"
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"actor": {"w": torch.full((2,), float(seed))}, "algo": stored}, root / rel)
+    row["policy"] = rel.as_posix()
+    return row
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _read(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A repository root with a board (random + mappo at half the budget) and a study."""
+    monkeypatch.chdir(tmp_path)
+    heuristic = _fixture('"random"')
+    board = [heuristic] + [_learned(tmp_path, "mappo", s, SHORTER) for s in range(3)]
+    study = [_learned(tmp_path, "mappo-b150k", s, AT_BUDGET) for s in range(3)]
+    return (
+        tmp_path,
+        _write(tmp_path / "leaderboards/results/edge10.jsonl", board),
+        _write(tmp_path / "leaderboards/studies/budget/edge10_mappo-b150k.jsonl", study),
+    )
+
+
+def test_budget_labels_name_the_requested_budget():
+    assert budget_label(1_199_616) == "b1200k"
+    assert budget_label(299_520) == "b300k"
+    assert budget_label(4_800_000) == "b4800k"
+    assert budget_label(74_752) == "b100k"
+
+
+def test_a_study_run_becomes_the_entry_and_the_previous_one_a_study_row(repo):
+    root, board, study = repo
+    study_text = study.read_text()
+    old_policy = (root / "leaderboards/policies/edge10/mappo_seed1.pt").read_bytes()
+    new_policy = (root / "leaderboards/policies/edge10/mappo-b150k_seed1.pt").read_bytes()
+    promoted, moved = promote(study, board, root=root)
+
+    assert study.read_text() == study_text  # the study keeps its rows
+    rows = _read(board)
+    assert [(r["algo"], r["train_seed"]) for r in rows] == [
+        ("mappo", 0),
+        ("mappo", 1),
+        ("mappo", 2),
+        ("random", None),
+    ]
+    for row, before in zip(rows[:3], _read(study), strict=True):
+        assert row["promoted_from"] == "mappo-b150k"
+        assert row["per_episode"] == before["per_episode"] and row["train"] == AT_BUDGET
+        assert row["config_hash"] == before["config_hash"]  # the run that produced it
+        assert row["policy"] == f"leaderboards/policies/edge10/mappo_seed{row['train_seed']}.pt"
+    assert (root / rows[1]["policy"]).read_bytes() == new_policy
+    assert promoted == rows[:3]
+
+    assert moved == Path("leaderboards/studies/budget/edge10_mappo-b100k.jsonl")
+    previous = _read(root / moved)
+    assert [(r["algo"], r["train"]) for r in previous] == [("mappo-b100k", SHORTER)] * 3
+    assert all("promoted_from" not in r for r in previous)
+    assert (root / previous[1]["policy"]).read_bytes() == old_policy
+
+    # the board builds, and its entry is today's mappo at the board's budget
+    build([board], [], root / "out", plots=False, root=root)
+    page = (root / "out" / "coverage.md").read_text()
+    assert "None: every learned entry is trained with today's defaults." in page
+    # a second promotion has nothing to do
+    with pytest.raises(RecordError, match="already trained at 149,504"):
+        promote(study, board, root=root)
+
+
+def test_only_a_budget_variant_is_promoted(repo):
+    root, board, _ = repo
+    other = _write(
+        root / "leaderboards/studies/edge10_mappo-wide.jsonl",
+        [_learned(root, "mappo-wide", 0, AT_BUDGET)],
+    )
+    with pytest.raises(RecordError, match="algo='mappo-wide' is not a budget variant"):
+        promote(other, board, root=root)
+
+
+def test_a_study_at_another_budget_than_the_boards_is_refused(repo):
+    root, board, _ = repo
+    longer = _write(
+        root / "leaderboards/studies/budget/edge10_mappo-b300k.jsonl",
+        [_learned(root, "mappo-b300k", 0, {"env_steps": 299_520, "updates": 585})],
+    )
+    with pytest.raises(RecordError, match=r"total_env_steps 299,520 env steps \(board 150,000\)"):
+        promote(longer, board, root=root)
+    assert _read(board)[1]["train"] == SHORTER  # nothing was written
+
+
+def test_other_settings_than_todays_are_refused(repo):
+    root, board, _ = repo
+    stale = _write(
+        root / "leaderboards/studies/budget/edge10_mappo-b150k.jsonl",
+        [_learned(root, "mappo-b150k", 0, AT_BUDGET, epochs=8)],
+    )
+    with pytest.raises(RecordError, match=r"epochs `8` \(today `4`\)"):
+        promote(stale, board, root=root)
+
+
+def test_an_ablation_is_compared_with_its_board_records(repo):
+    root, _, _ = repo
+    board = _write(
+        root / "leaderboards/results/edge10_wide.jsonl",
+        [_learned(root, "mappo-wide", 0, SHORTER, hidden=[8])],
+    )
+    same = _write(
+        root / "leaderboards/studies/budget/edge10_mappo-wide-b150k.jsonl",
+        [_learned(root, "mappo-wide-b150k", 0, AT_BUDGET, hidden=[8])],
+    )
+    other = _write(
+        root / "leaderboards/studies/budget/x/edge10_mappo-wide-b150k.jsonl",
+        [_learned(root, "mappo-wide-b150k", 1, AT_BUDGET, hidden=[16])],
+    )
+    with pytest.raises(RecordError, match=r"algo.hidden \[16\] \(board \[8\]\)"):
+        promote(other, board, root=root)
+    promote(same, board, root=root)
+    assert [(r["algo"], r["promoted_from"]) for r in _read(board)] == [
+        ("mappo-wide", "mappo-wide-b150k")
+    ]
+    fresh = root / "leaderboards/results/none.jsonl"
+    with pytest.raises(RecordError, match="no board records to compare"):
+        promote(other, fresh, root=root)
+
+
+def test_an_existing_study_file_is_not_overwritten(repo):
+    root, board, study = repo
+    taken = _write(root / "leaderboards/studies/budget/edge10_mappo-b100k.jsonl", [])
+    with pytest.raises(RecordError, match="exists"):
+        promote(study, board, root=root)
+    assert taken.read_text() == "" and _read(board)[1]["algo"] == "mappo"
+
+
+def test_the_command_line_names_the_error(repo, capsys):
+    root, board, _ = repo
+    missing = root / "nothing.jsonl"
+    missing.write_text("")
+    assert main(["promote", str(missing), str(board), "--root", str(root)]) == 2
+    assert "no records to promote" in capsys.readouterr().err
