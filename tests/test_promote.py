@@ -63,10 +63,14 @@ def repo(tmp_path, monkeypatch):
 
 
 def test_budget_labels_name_the_requested_budget():
-    assert budget_label(1_199_616) == "b1200k"
-    assert budget_label(299_520) == "b300k"
-    assert budget_label(4_800_000) == "b4800k"
-    assert budget_label(74_752) == "b100k"
+    assert budget_label(1_199_616, 2343) == "b1200k"
+    assert budget_label(299_520, 585) == "b300k"
+    assert budget_label(4_800_000, 9375) == "b4800k"
+    assert budget_label(149_504, 292) == "b150k"  # the default budget, not 100k
+    assert budget_label(74_752, 146) == "b75k"
+    assert budget_label(149_504, 73) == "b150k"  # 2,048 steps per update
+    with pytest.raises(ValueError, match="env_steps=64 in updates=3"):
+        budget_label(64, 3)
 
 
 def test_a_study_run_becomes_the_entry_and_the_previous_one_a_study_row(repo):
@@ -92,9 +96,9 @@ def test_a_study_run_becomes_the_entry_and_the_previous_one_a_study_row(repo):
     assert (root / rows[1]["policy"]).read_bytes() == new_policy
     assert promoted == rows[:3]
 
-    assert moved == Path("leaderboards/studies/budget/edge10_mappo-b100k.jsonl")
+    assert moved == Path("leaderboards/studies/budget/edge10_mappo-b75k.jsonl")
     previous = _read(root / moved)
-    assert [(r["algo"], r["train"]) for r in previous] == [("mappo-b100k", SHORTER)] * 3
+    assert [(r["algo"], r["train"]) for r in previous] == [("mappo-b75k", SHORTER)] * 3
     assert all("promoted_from" not in r for r in previous)
     assert (root / previous[1]["policy"]).read_bytes() == old_policy
 
@@ -165,7 +169,7 @@ def test_an_ablation_is_compared_with_its_board_records(repo):
 
 def test_an_existing_study_file_is_not_overwritten(repo):
     root, board, study = repo
-    taken = _write(root / "leaderboards/studies/budget/edge10_mappo-b100k.jsonl", [])
+    taken = _write(root / "leaderboards/studies/budget/edge10_mappo-b75k.jsonl", [])
     with pytest.raises(RecordError, match="exists"):
         promote(study, board, root=root)
     assert taken.read_text() == "" and _read(board)[1]["algo"] == "mappo"

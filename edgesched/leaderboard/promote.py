@@ -43,13 +43,25 @@ BUDGET_LABEL = re.compile(r"b\d+k")
 """A budget study's variant label: ``b<requested thousands of steps>k``."""
 
 
-def budget_label(env_steps: int) -> str:
-    """The study label of a run that trained ``env_steps`` (``b1200k`` for 1,199,616).
+def budget_label(env_steps: int, updates: int) -> str:
+    """The study label of a run that trained ``updates`` updates, ``env_steps`` in all.
 
-    Runs train whole updates of the requested steps, a little under a round budget; the
-    label is the requested budget, rounded to 100k steps as the studies name them.
+    Studies are named by the requested budget (``b1200k`` for 1,199,616 trained steps), and
+    a run trains the whole updates that fit in it, so the requested budget lies within one
+    update above the trained steps. The roundest such number of steps is taken: a multiple
+    of 100k, else of 50k, 10k, then 1k, that trains exactly these updates.
     """
-    return f"b{max(round(env_steps / 100_000), 1) * 100}k"
+    from edgesched.experiment.budgets import trained_at
+
+    per_update = max(int(env_steps) // max(int(updates), 1), 1)
+    for unit in (100_000, 50_000, 10_000, 1_000):
+        budget = -(-int(env_steps) // unit) * unit  # the first multiple at or above
+        if budget < env_steps + per_update and trained_at(env_steps, updates, budget):
+            return f"b{budget // 1000}k"
+    raise ValueError(
+        f"env_steps={env_steps:,} in updates={updates} is no whole number of updates of a "
+        "budget in thousands of steps; name the study row by hand"
+    )
 
 
 def _records(path: Path) -> list[Record]:
@@ -196,7 +208,7 @@ def promote(
                 f"{board}: {entry_name(entry, shield)} is already trained at "
                 f"{before[0]:,} env steps; nothing to promote"
             )
-        label = budget_label(before[0])
+        label = budget_label(*before)
         moved_to = (
             Path(studies) / BUDGET_STUDY_DIR / f"{previous[0].scenario_name}_{entry}-{label}.jsonl"
         )
