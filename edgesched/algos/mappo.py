@@ -428,9 +428,10 @@ class PPOTrainer:
         clip = float(cfg.clip)
         loop = PPOEpochs(cfg, g_total, self.gen, progress, self.opt, self.params, self.updates)
         for idx in loop:
-            logp, ent = self._logp_entropy(obs[idx], mask[idx], actions[idx], choice[idx])
+            obs_i = obs[idx]  # the largest gather of the minibatch: once for actor and critic
+            logp, ent = self._logp_entropy(obs_i, mask[idx], actions[idx], choice[idx])
             pg, ratio = clipped_surrogate(logp, old_logp[idx], adv[idx], clip)
-            v = self.critic(obs[idx], state[idx])
+            v = self.critic(obs_i, state[idx])
             loop.step(pg, 0.5 * ((v - ret_t[idx]) ** 2).mean(), ent.mean(), ratio)
         self.updates += 1
         return loop.result()
