@@ -614,8 +614,10 @@ def test_work_conserving_study_evaluates_the_board_policy_as_recorded():
     ``benchmarks/tapfinger_work_conserving.py`` evaluates board policies twice; its first
     column must be exactly what ``validate`` reproduces, and switching the pointer to
     work-conserving must change the outcome of that policy on a seed where it defers with
-    tasks that fit (seed 10007 for training seed 0: 16.66 -> 7.99 slots; the board's
-    policies are those of benchmarks/results/tapfinger_work_conserving.md).
+    tasks that fit (seed 10007 for training seed 0: 16.66 -> 7.99 slots). The policies are
+    those of benchmarks/results/tapfinger_work_conserving.md: the board's at the default
+    budget, the budget study's ``tapfinger-b150k`` row since the board moved to 299,520
+    steps (``python -m edgesched.leaderboard promote``).
     """
     spec = importlib.util.spec_from_file_location(
         "tapfinger_work_conserving", ROOT / "benchmarks" / "tapfinger_work_conserving.py"
@@ -628,7 +630,9 @@ def test_work_conserving_study_evaluates_the_board_policy_as_recorded():
         sys.path.remove(str(ROOT / "benchmarks"))
     records = [
         json.loads(line)
-        for line in (ROOT / "leaderboards/results/tapfinger-hetero6_tapfinger.jsonl").open()
+        for line in (
+            ROOT / "leaderboards/studies/budget/tapfinger-hetero6_tapfinger-b150k.jsonl"
+        ).open()
     ]
     rec = next(r for r in records if r["train_seed"] == 0)
     recorded = next(e["jct_mean"] for e in rec["per_episode"] if e["eval_seed"] == 10007)

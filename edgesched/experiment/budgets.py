@@ -33,6 +33,13 @@ BENCHMARK_BUDGETS: dict[str, int] = {
     # benchmarks/results/budget_study_hl_4800k.md, coverage.md), so 2.4M settles it. The
     # board's entries are retrained at it (coverage.md lists those that are not).
     "edge50-highload-v1": 2_400_000,
+    # The budget studies: tapfinger-hetero6's tapfinger, still improving at the default,
+    # ended 30.5% lower at twice it and no lower at 599,552 or 1,199,616 steps (0.4%
+    # [-2.6%, 3.7%] against 299,520, paired; benchmarks/results/budget_study_tfh6_1200k.md);
+    # its ablation tapfinger-noptr, 38.3% lower at twice the default, was no lower at
+    # 599,552 (0.7% [-6.0%, 6.4%]; benchmarks/results/budget_study_tfh6_noptr600.md), so
+    # 299,520 settles both (coverage.md).
+    "tapfinger-hetero6-v0": 300_000,
 }
 """Boards whose benchmark budget is not the default, by scenario id: a budget is measured on
 one version of a scenario, and a new version (other dynamics) starts again at the default."""
