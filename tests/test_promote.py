@@ -44,6 +44,11 @@ def _write(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def _single(root: Path, rel: str, algo: str, seed: int, train: dict, **settings) -> Path:
+    """A results file ``root/rel`` of one record (:func:`_learned`)."""
+    return _write(root / rel, [_learned(root, algo, seed, train, **settings)])
+
+
 def _read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -113,9 +118,8 @@ def test_a_study_run_becomes_the_entry_and_the_previous_one_a_study_row(repo):
 
 def test_only_a_budget_variant_is_promoted(repo):
     root, board, _ = repo
-    other = _write(
-        root / "leaderboards/studies/edge10_mappo-wide.jsonl",
-        [_learned(root, "mappo-wide", 0, AT_BUDGET)],
+    other = _single(
+        root, "leaderboards/studies/edge10_mappo-wide.jsonl", "mappo-wide", 0, AT_BUDGET
     )
     with pytest.raises(RecordError, match="algo='mappo-wide' is not a budget variant"):
         promote(other, board, root=root)
@@ -123,9 +127,12 @@ def test_only_a_budget_variant_is_promoted(repo):
 
 def test_a_study_at_another_budget_than_the_boards_is_refused(repo):
     root, board, _ = repo
-    longer = _write(
-        root / "leaderboards/studies/budget/edge10_mappo-b300k.jsonl",
-        [_learned(root, "mappo-b300k", 0, {"env_steps": 299_520, "updates": 585})],
+    longer = _single(
+        root,
+        "leaderboards/studies/budget/edge10_mappo-b300k.jsonl",
+        "mappo-b300k",
+        0,
+        {"env_steps": 299_520, "updates": 585},
     )
     with pytest.raises(RecordError, match=r"total_env_steps 299,520 env steps \(board 150,000\)"):
         promote(longer, board, root=root)
@@ -134,9 +141,13 @@ def test_a_study_at_another_budget_than_the_boards_is_refused(repo):
 
 def test_other_settings_than_todays_are_refused(repo):
     root, board, _ = repo
-    stale = _write(
-        root / "leaderboards/studies/budget/edge10_mappo-b150k.jsonl",
-        [_learned(root, "mappo-b150k", 0, AT_BUDGET, epochs=8)],
+    stale = _single(
+        root,
+        "leaderboards/studies/budget/edge10_mappo-b150k.jsonl",
+        "mappo-b150k",
+        0,
+        AT_BUDGET,
+        epochs=8,
     )
     with pytest.raises(RecordError, match=r"epochs `8` \(today `4`\)"):
         promote(stale, board, root=root)
@@ -144,17 +155,24 @@ def test_other_settings_than_todays_are_refused(repo):
 
 def test_an_ablation_is_compared_with_its_board_records(repo):
     root, _, _ = repo
-    board = _write(
-        root / "leaderboards/results/edge10_wide.jsonl",
-        [_learned(root, "mappo-wide", 0, SHORTER, hidden=[8])],
+    board = _single(
+        root, "leaderboards/results/edge10_wide.jsonl", "mappo-wide", 0, SHORTER, hidden=[8]
     )
-    same = _write(
-        root / "leaderboards/studies/budget/edge10_mappo-wide-b150k.jsonl",
-        [_learned(root, "mappo-wide-b150k", 0, AT_BUDGET, hidden=[8])],
+    same = _single(
+        root,
+        "leaderboards/studies/budget/edge10_mappo-wide-b150k.jsonl",
+        "mappo-wide-b150k",
+        0,
+        AT_BUDGET,
+        hidden=[8],
     )
-    other = _write(
-        root / "leaderboards/studies/budget/x/edge10_mappo-wide-b150k.jsonl",
-        [_learned(root, "mappo-wide-b150k", 1, AT_BUDGET, hidden=[16])],
+    other = _single(
+        root,
+        "leaderboards/studies/budget/x/edge10_mappo-wide-b150k.jsonl",
+        "mappo-wide-b150k",
+        1,
+        AT_BUDGET,
+        hidden=[16],
     )
     with pytest.raises(RecordError, match=r"algo.hidden \[16\] \(board \[8\]\)"):
         promote(other, board, root=root)

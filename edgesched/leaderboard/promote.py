@@ -10,9 +10,9 @@ Retraining would spend hours of CPU for bit-identical policies, so :func:`promot
 them instead, after checking that they *are* today's entry:
 
 * every record is a budget variant (``<entry>-b<k>k``) of one entry, scenario and shield;
-* :func:`edgesched.leaderboard.provenance.departures` finds nothing: the policy files' stored
-  algorithm and shield settings are today's defaults (the label is ignored) and the runs
-  trained the board's benchmark budget.
+* the runs trained the board's benchmark budget, and the policy files' stored algorithm and
+  shield settings are today's defaults (the label is ignored), the comparison
+  :mod:`edgesched.leaderboard.provenance` makes for ``coverage.md``.
 
 The board's previous records of that entry are not dropped: they become the budget study's
 row of their own budget (``<entry>-b<k>k`` in ``<studies>/budget/``), so the comparisons that
@@ -103,25 +103,30 @@ def _settings(rec: Record, root: Path) -> dict[str, Any]:
 def _departures(recs: list[Record], previous: list[Record], root: Path) -> list[str]:
     """Why the relabelled ``recs`` are not the entry the board trains today (none: ``[]``).
 
-    A registered algorithm's entry is compared with today's defaults
-    (:func:`edgesched.leaderboard.provenance.departures`, which ignores the label); an
-    ablation's (``tapfinger-noptr``), which has no defaults, with the settings of the
-    board's previous records of it, which must exist.
+    The budget is the board's benchmark budget. A registered algorithm's stored settings
+    are compared with today's defaults (:func:`~edgesched.leaderboard.provenance.algo_changes`
+    and :func:`~edgesched.leaderboard.provenance.shield_changes`, which ignore the label); an
+    ablation's (``tapfinger-noptr``), which has no defaults, with the settings of the board's
+    previous records of it, which must exist.
     """
     from edgesched.algos import list_algorithms
 
-    from .provenance import budget_change, departures
+    from .provenance import _stored_policy, algo_changes, budget_change, shield_changes
 
-    out = [f"{k} {was} (board {now})" for r in recs[:1] for k, was, now in budget_change(r)]
-    if recs[0].data["algo"] in list_algorithms():
-        for dep in departures(recs, root):
-            out += [dep.unknown] if dep.unknown else []
-            out += [f"{k} {was} (today {now})" for k, was, now in dep.changes if "steps" not in k]
-        return sorted(set(out))
-    if not previous:
+    out = [f"{k} {was} (board {now})" for k, was, now in budget_change(recs[0])]
+    registered = recs[0].data["algo"] in list_algorithms()
+    if not registered and not previous:
         return [*out, "an ablation with no board records to compare its settings with"]
-    want = _settings(previous[0], root)
+    want = None if registered else _settings(previous[0], root)
     for rec in recs:
+        if registered:
+            stored = _stored_policy(rec, root)
+            if isinstance(stored, str):
+                raise rec.error(stored)
+            changes = algo_changes(stored["algo"])
+            changes += shield_changes(rec.data["shield"], dict(stored.get("shield_kwargs") or {}))
+            out += [f"{k} {was} (today {now})" for k, was, now in changes]
+            continue
         got = _settings(rec, root)
         for part in ("algo", "shield"):
             out += [
