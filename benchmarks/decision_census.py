@@ -22,6 +22,8 @@ no per-agent proposals and are left out. Usage::
 
     python benchmarks/decision_census.py                    # edge50, edge50-highload
     python benchmarks/decision_census.py --boards edge10 --seeds 10000 --out benchmarks/results
+    python benchmarks/decision_census.py --boards tapfinger-hetero6 --name decision_census_tfh6 \
+        --out benchmarks/results
 """
 
 from __future__ import annotations
@@ -172,8 +174,9 @@ def main() -> None:
     p.add_argument("--seeds", nargs="+", type=int, default=[10000, 10001])
     p.add_argument("--policies", default="leaderboards/policies")
     p.add_argument("--out", default="")
+    p.add_argument("--name", default="decision_census", help="results page: <out>/<name>.md")
     args = p.parse_args()
-    rep = Report("decision_census", args.out)
+    rep = Report(args.name, args.out)
     t0 = time.perf_counter()
     rep.print(
         f"Machine: {cpu_name()}. Held-out seeds {', '.join(map(str, args.seeds))} (episode 0), "
