@@ -499,3 +499,31 @@ def test_feature_norm_normalizes_actor_and_critic_inputs(name):
     assert not torch.allclose(c, d, rtol=1e-4, atol=1e-5)
     acts, logp = normed.act(sim.obs, sim.mask)
     assert sim.mask[np.arange(len(acts)), acts].all() and np.isfinite(logp).all()
+
+
+@pytest.mark.parametrize("name", ["mappo", "ippo", "srole"])
+def test_team_reward_trains_on_the_agents_mean_reward(name):
+    """``algo.team_reward``: every agent learns from the mean of the agents' rewards.
+
+    The same seed and initial network give the same rollout; only the learning signal
+    differs. (SROLE's collision penalty, the agent's own, is set to 0 so that the mean is
+    all that is left; no episode ends within the rollout, so no value is bootstrapped.)
+    """
+    from edgesched.algos import make_trainer
+    from edgesched.algos.common import VecSim
+    from edgesched.envs.scenarios import make_config
+    from edgesched.policy import EnvSpec
+
+    shield = "central" if name == "srole" else "none"
+    batches = {}
+    for team in (False, True):
+        vec = VecSim(make_config("tapfinger-hetero6", max_slots=40), 2, 0, "tapfinger-hetero6")
+        extra = {"collision_penalty": 0.0} if name == "srole" else {}
+        cfg = algo_config(name, team_reward=team, **extra)
+        trainer = make_trainer(name, cfg, EnvSpec.of(vec.sim), 0, shield, {})
+        batches[team] = trainer.collect(vec, 16)
+    local, team = batches[False]["rewards"], batches[True]["rewards"]
+    np.testing.assert_array_equal(batches[False]["actions"], batches[True]["actions"])
+    assert (local != local[..., :1]).any(), "fixture: agents' own rewards never differ"
+    want = np.repeat(local.mean(-1, keepdims=True), local.shape[-1], -1)
+    np.testing.assert_allclose(team, want, rtol=1e-6, atol=1e-6)

@@ -140,9 +140,17 @@ class SharedPPOConfig(PPOConfig):
             committed board entry was trained without it (a stored config without the key
             loads as trained); ``benchmarks/results/feature_norm.md`` measures it (mean JCT
             1-9% lower, no paired 95% CI excluding no change).
+        team_reward: each agent learns from the mean of all agents' rewards, as
+            ``tapfinger`` does by default (``TapFingerConfig.team_reward``), instead of its
+            own. The simulator charges a queued job to its home agent and a running job to
+            the agent that placed it, so under shared visibility an agent that places
+            another agent's job takes over its cost. Off by default: every committed board
+            entry was trained on its own reward (a stored config without the key loads as
+            trained); ``benchmarks/results/team_reward_tfh6.md`` measures it.
     """
 
     feature_norm: bool = False
+    team_reward: bool = False
 
 
 @dataclass

@@ -258,6 +258,8 @@ class PPOTrainer:
         gamma = float(self.cfg.gamma)
         mode = str(getattr(self.cfg, "shield_training", "postposed"))
         changed_only = str(getattr(self.cfg, "penalize", "collided")) == "changed"
+        # the penalty stays each agent's own: it is about that agent's proposal
+        team = bool(self.cfg.team_reward)
         for t in range(steps):
             if shields is None:
                 a, logp = self.act(obs, mask)
@@ -281,6 +283,8 @@ class PPOTrainer:
             v = self.value(obs, state)
             out = vec.step(executed)
             r = out["rewards"]
+            if team:
+                r = np.repeat(r.mean(axis=1, keepdims=True), r.shape[1], axis=1)
             if shields is not None and penalty:
                 r -= penalty * hit
             for i, fo in out["final_obs"].items():
