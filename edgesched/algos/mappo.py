@@ -26,7 +26,9 @@ environment executes that. Two ways to train with it (``algo.shield_training``):
 Shared details (the PPO "implementation details" of Huang et al., ICLR blog track 2022):
 GAE(lambda), clipped surrogate, value normalization with running statistics, advantage
 normalization per minibatch, global gradient-norm clipping, and a linearly decaying entropy
-bonus. Truncated episodes bootstrap from the critic's value of their final state.
+bonus. Truncated episodes bootstrap from the critic's value of their final state. With
+``algo.team_reward`` every agent learns from the mean of the agents' rewards (off by default;
+:class:`edgesched.algos.SharedPPOConfig` says when it matters).
 
 **Decisions without a choice.** An agent whose mask allows one action (on the edge
 scenarios, one that can only defer: about 95% of edge50's agent-decisions) takes it with
