@@ -152,6 +152,16 @@ class VecSim:
         }
 
 
+def team_mean(rewards: np.ndarray) -> np.ndarray:
+    """(E, N) per-agent rewards -> (E, N): every agent gets its copy's mean over agents.
+
+    ``algo.team_reward`` (TapFinger by default, MAPPO/IPPO/SROLE as an option): the mean sums
+    to the cluster's total completion time (Little's law), so no agent gains by leaving
+    another agent's jobs waiting.
+    """
+    return np.repeat(rewards.mean(axis=1, keepdims=True), rewards.shape[1], axis=1)
+
+
 def gae(
     rewards: np.ndarray,
     values: np.ndarray,

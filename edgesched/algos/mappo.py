@@ -65,6 +65,7 @@ from .common import (
     masked_logits,
     mlp,
     probs_of,
+    team_mean,
 )
 
 __all__ = ["Critic", "PPOTrainer", "TrainingDivergedError"]
@@ -260,7 +261,6 @@ class PPOTrainer:
         gamma = float(self.cfg.gamma)
         mode = str(getattr(self.cfg, "shield_training", "postposed"))
         changed_only = str(getattr(self.cfg, "penalize", "collided")) == "changed"
-        # the penalty stays each agent's own: it is about that agent's proposal
         team = bool(self.cfg.team_reward)
         for t in range(steps):
             if shields is None:
@@ -286,8 +286,8 @@ class PPOTrainer:
             out = vec.step(executed)
             r = out["rewards"]
             if team:
-                r = np.repeat(r.mean(axis=1, keepdims=True), r.shape[1], axis=1)
-            if shields is not None and penalty:
+                r = team_mean(r)
+            if shields is not None and penalty:  # each agent's own: about its proposal
                 r -= penalty * hit
             for i, fo in out["final_obs"].items():
                 # time-limit truncation: the episode would go on, so bootstrap its value

@@ -76,6 +76,7 @@ from .common import (
     masked_logits,
     mlp,
     probs_of,
+    team_mean,
 )
 from .graph import HeteroBackbone, PaddedGraphs, in_size_groups, pad_graphs, visible_pending
 
@@ -490,7 +491,7 @@ class TapFingerTrainer:
             res = vec.step(out["actions"])
             r = res["rewards"]
             if self.team_reward:
-                r = np.repeat(r.mean(axis=1, keepdims=True), n, axis=1)
+                r = team_mean(r)
             for i, fg in res["final_graph"].items():
                 # time-limit truncation: bootstrap the value of the state it stopped in
                 fm = res["final_mask"][i][None]

@@ -84,15 +84,23 @@ def _move_policy(rec: Record, policies: Path, root: Path) -> None:
     rec.data["policy"] = dest.as_posix()
 
 
-def _settings(rec: Record, root: Path) -> dict[str, Any]:
-    """The algorithm (without its name and label) and shield settings a policy file stores."""
-    from edgesched.algos import config_from_dict
-
-    from .provenance import _IGNORED_KEYS, _stored_policy
+def _stored(rec: Record, root: Path) -> dict[str, Any]:
+    """The settings ``rec``'s policy file stores; an error naming the record if it has none."""
+    from .provenance import _stored_policy
 
     stored = _stored_policy(rec, root)
     if isinstance(stored, str):
         raise rec.error(stored)
+    return stored
+
+
+def _settings(rec: Record, root: Path) -> dict[str, Any]:
+    """The algorithm (without its name and label) and shield settings a policy file stores."""
+    from edgesched.algos import config_from_dict
+
+    from .provenance import _IGNORED_KEYS
+
+    stored = _stored(rec, root)
     algo = dataclasses.asdict(config_from_dict(stored["algo"]))
     return {
         "algo": {k: v for k, v in algo.items() if k not in _IGNORED_KEYS},
@@ -111,22 +119,20 @@ def _departures(recs: list[Record], previous: list[Record], root: Path) -> list[
     """
     from edgesched.algos import list_algorithms
 
-    from .provenance import _stored_policy, algo_changes, budget_change, shield_changes
+    from .provenance import algo_changes, budget_change, shield_changes
 
     out = [f"{k} {was} (board {now})" for k, was, now in budget_change(recs[0])]
-    registered = recs[0].data["algo"] in list_algorithms()
-    if not registered and not previous:
-        return [*out, "an ablation with no board records to compare its settings with"]
-    want = None if registered else _settings(previous[0], root)
-    for rec in recs:
-        if registered:
-            stored = _stored_policy(rec, root)
-            if isinstance(stored, str):
-                raise rec.error(stored)
+    if recs[0].data["algo"] in list_algorithms():
+        for rec in recs:
+            stored = _stored(rec, root)
             changes = algo_changes(stored["algo"])
             changes += shield_changes(rec.data["shield"], dict(stored.get("shield_kwargs") or {}))
             out += [f"{k} {was} (today {now})" for k, was, now in changes]
-            continue
+        return sorted(set(out))
+    if not previous:
+        return [*out, "an ablation with no board records to compare its settings with"]
+    want = _settings(previous[0], root)
+    for rec in recs:
         got = _settings(rec, root)
         for part in ("algo", "shield"):
             out += [
