@@ -229,8 +229,8 @@ def main(argv: list[str] | None = None) -> None:
     if curve_lines:
         rep.print(
             "Learning curves: each entry's budget (env steps of its last point) and the change "
-            "of its held-out JCT over the second half of that budget (least-squares line per "
-            "run and curve seed, relative to the window's mean; mean over training seeds, 95% "
+            "of its held-out JCT over the second half of that budget (Theil-Sen line per run "
+            "and curve seed, relative to the window's median; mean over training seeds, 95% "
             "stratified bootstrap CI), with the leaderboards' verdict."
         )
         rep.print()

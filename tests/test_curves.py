@@ -183,6 +183,46 @@ def test_late_trend_is_the_fitted_change_over_the_second_half():
     assert late_trend([10, 20, 30], np.ones((3, 3, 2))) is None  # 2 points in the window
 
 
+def test_late_trend_is_not_decided_by_one_stalled_evaluation():
+    """A single spike (one evaluation in which the policy stalled) leaves Theil-Sen's
+    verdict where the other points put it; a least-squares line through it does not."""
+    from edgesched.leaderboard.curves import Curve, late_trend
+
+    steps = list(range(10, 201, 10))
+    x = np.array(steps, dtype=np.float64)
+    falling = 20.0 - 0.05 * x  # from 19.5 to 10: still improving over the second half
+    jct = np.broadcast_to(falling[None, :, None], (3, 20, 3)).copy()
+    jct[1, 16, 0] = 2000.0  # one run's evaluation at step 170 stalls on one curve seed
+    robust = late_trend(steps, jct)
+    ls = late_trend(steps, jct, fit="least-squares")
+
+    def verdict(t):
+        return Curve(1, (0,), (), 3, t).verdict
+
+    assert verdict(robust) == "still improving"
+    # the clean runs' change is exactly -5/12.5 of their median; the spiked run's is close
+    assert robust.value == pytest.approx(-5.0 / 12.5, rel=0.1)
+    assert verdict(ls) != "still improving"  # the spike drags the mean trend towards zero
+
+
+def test_late_trend_least_squares_is_the_previous_fit():
+    from edgesched.leaderboard.curves import late_trend
+
+    rng = np.random.default_rng(0)
+    steps = list(range(10, 101, 10))
+    jct = rng.uniform(5.0, 15.0, size=(3, 10, 2))
+    got = late_trend(steps, jct, fit="least-squares")
+    x = np.array(steps[4:], dtype=np.float64)
+    rel = [
+        np.polyfit(x, jct[i, 4:, j], 1)[0] * (x[-1] - x[0]) / jct[i, 4:, j].mean()
+        for i in range(3)
+        for j in range(2)
+    ]
+    assert got.value == pytest.approx(np.mean(rel))
+    with pytest.raises(ValueError, match="fit='ols' is not a trend fit; allowed: theil-sen"):
+        late_trend(steps, jct, fit="ols")
+
+
 @pytest.mark.parametrize(
     ("value", "low", "high", "verdict"),
     [

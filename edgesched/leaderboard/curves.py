@@ -10,10 +10,17 @@ as for the board's own columns).
 
 Whether a curve has flattened is measured, not eyeballed: over the points in the second half
 of the budget (:data:`TREND_FROM`), each run's held-out JCT on each curve seed is fitted with a
-least-squares line, and the line's change across that window, relative to the window's mean
-JCT, is aggregated like the points (mean over training seeds, stratified bootstrap CI). An
-entry whose whole interval lies below zero was still improving when its budget ran out; that
-is the evidence the benchmark budget tier (``leaderboards/README.md``) is chosen from.
+Theil-Sen line (the median of the slopes between every pair of points), and the line's change
+across that window, relative to the window's median JCT, is aggregated like the points (mean
+over training seeds, stratified bootstrap CI). An entry whose whole interval lies below zero
+was still improving when its budget ran out; that is the evidence the benchmark budget tier
+(``leaderboards/README.md``) is chosen from.
+
+The fit is robust because a curve point is one episode per curve seed: an evaluation in which
+the policy stalls (jobs left waiting until the episode's end) can put a point 100 times above
+its neighbours, and a least-squares line through such a spike (with the window's mean as its
+scale) turns one evaluation into the verdict. Theil-Sen ignores up to about 29% of the points
+as outliers; ``benchmarks/trend_estimators.py`` compares both fits on every committed curve.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 from . import stats
 from .records import Record
@@ -81,33 +89,62 @@ class Curve:
         return "flat"
 
 
-def late_trend(steps: list[int], jct: np.ndarray) -> stats.Estimate | None:
+TREND_FITS = ("theil-sen", "least-squares")
+"""Line fits :func:`late_trend` offers; the boards use the first (``least-squares`` with the
+window's mean as scale is the fit the boards used before, kept for comparison)."""
+
+
+def late_trend(steps: list[int], jct: np.ndarray, fit: str = "theil-sen") -> stats.Estimate | None:
     """Relative change of held-out JCT over the second half of the budget, with its CI.
 
     Args:
         steps: the env-step count of every point, ascending.
         jct: per-seed mean JCT, shape ``(training runs, points, curve seeds)``.
+        fit: ``theil-sen`` (the boards' fit: median pairwise slope, scaled by the window's
+            median JCT) or ``least-squares`` (ordinary least squares, scaled by the window's
+            mean JCT), one of :data:`TREND_FITS`.
 
     Returns:
-        Mean over training seeds of each (run, curve seed)'s least-squares line's change
-        between the window's first and last point divided by its mean JCT in the window,
-        with a 95% bootstrap CI stratified by curve seed; ``None`` when fewer than
+        Mean over training seeds of each (run, curve seed)'s line's change between the
+        window's first and last point divided by its JCT scale in the window, with a 95%
+        bootstrap CI stratified by curve seed; ``None`` when fewer than
         :data:`TREND_MIN_POINTS` points lie at or after :data:`TREND_FROM` of the last step.
+
+    Raises:
+        ValueError: ``fit`` is not one of :data:`TREND_FITS`.
     """
+    if fit not in TREND_FITS:
+        raise ValueError(f"fit={fit!r} is not a trend fit; allowed: {', '.join(TREND_FITS)}")
     x_all = np.asarray(steps, dtype=np.float64)
     keep = x_all >= TREND_FROM * x_all[-1]
     if keep.sum() < TREND_MIN_POINTS:
         return None
     x, y = x_all[keep], np.asarray(jct, dtype=np.float64)[:, keep, :]
-    xc = x - x.mean()
-    # least-squares slope of every (run, seed) series at once: shape (runs, seeds)
-    slope = np.tensordot(xc, y - y.mean(axis=1, keepdims=True), axes=([0], [1])) / (xc @ xc)
-    rel = slope * (x[-1] - x[0]) / y.mean(axis=1)
+    if fit == "least-squares":
+        xc = x - x.mean()
+        # every (run, seed) series at once: shape (runs, seeds)
+        slope = np.tensordot(xc, y - y.mean(axis=1, keepdims=True), axes=([0], [1])) / (xc @ xc)
+        scale = y.mean(axis=1)
+    else:
+        # scipy's Theil-Sen takes one series at a time; a window holds a few dozen points
+        slope = np.array(
+            [
+                [scipy_stats.theilslopes(y[i, :, j], x).slope for j in range(y.shape[2])]
+                for i in range(y.shape[0])
+            ]
+        )
+        scale = np.median(y, axis=1)
+    rel = slope * (x[-1] - x[0]) / scale
     return stats.stratified_bootstrap([rel[:, j] for j in range(rel.shape[1])], "mean")
 
 
-def entry_curve(recs: list[Record]) -> Curve | None:
-    """The curve of one learned entry's records, or ``None`` when some run has none.
+def curve_series(recs: list[Record]) -> tuple[list[int], np.ndarray] | None:
+    """The points one learned entry's runs share, as one array.
+
+    Returns:
+        ``(steps, jct)``: the env-step counts every run has a point at, ascending, and the
+        per-seed mean JCT there, shape ``(training runs, points, curve seeds)``; ``None``
+        when some run has no curve.
 
     Raises:
         RecordError: the runs' curves differ in interval or seeds (not aggregable).
@@ -124,17 +161,31 @@ def entry_curve(recs: list[Record]) -> Curve | None:
                 "entry must share the curve protocol"
             )
     steps = sorted(set.intersection(*({int(p["env_steps"]) for p in b["points"]} for b in blocks)))
-    points, mats = [], []
+    mats = []
     for step in steps:
         # (training seeds, curve seeds) per-seed mean JCT at this step
         at_step = [next(p for p in b["points"] if int(p["env_steps"]) == step) for b in blocks]
-        mat = np.array([p["per_seed"] for p in at_step], dtype=np.float64)
-        strata = [mat[:, j] for j in range(mat.shape[1])]
-        points.append((step, stats.stratified_bootstrap(strata, "mean")))
-        mats.append(mat)
+        mats.append(np.array([p["per_seed"] for p in at_step], dtype=np.float64))
+    return steps, np.stack(mats, axis=1)
+
+
+def entry_curve(recs: list[Record]) -> Curve | None:
+    """The curve of one learned entry's records, or ``None`` when some run has none.
+
+    Raises:
+        RecordError: the runs' curves differ in interval or seeds (not aggregable).
+    """
+    series = curve_series(recs)
+    if series is None:
+        return None
+    steps, jct = series
+    points = tuple(
+        (step, stats.stratified_bootstrap([jct[:, k, j] for j in range(jct.shape[2])], "mean"))
+        for k, step in enumerate(steps)
+    )
+    first = recs[0].data["curve"]
     seeds = tuple(int(s) for s in first["seeds"])
-    trend = late_trend(steps, np.stack(mats, axis=1))
-    return Curve(int(first["every"]), seeds, tuple(points), len(recs), trend)
+    return Curve(int(first["every"]), seeds, points, len(recs), late_trend(steps, jct))
 
 
 def render_curves_md(rows: list[Row]) -> list[str]:
@@ -162,8 +213,9 @@ def render_curves_md(rows: list[Row]) -> list[str]:
     lines += [
         "",
         "Has each curve flattened? Change of held-out JCT over the second half of the budget "
-        "(a least-squares line through each run's points from half the last step on, per curve "
-        "seed; its change across the window relative to the window's mean JCT; mean over "
+        "(a Theil-Sen line, robust to a single stalled evaluation, through each run's points "
+        "from half the last step on, per curve seed; its change across the window relative to "
+        "the window's median JCT; mean over "
         "training seeds, 95% stratified bootstrap CI). *Still improving*: the whole interval "
         f"is below zero and the change exceeds {TREND_MATERIAL:.0%}, so a larger budget would "
         "likely lower the entry's JCT.",
