@@ -21,7 +21,7 @@ from pathlib import Path
 
 from _report import Report
 
-from edgesched.leaderboard.curves import Curve, curve_series, late_trend
+from edgesched.leaderboard.curves import curve_series, late_trend, trend_text, trend_verdict
 from edgesched.leaderboard.records import load_records
 
 FOLDERS = ("leaderboards/results", "leaderboards/studies/budget")
@@ -47,10 +47,8 @@ def main() -> None:
         if series is None:
             continue
         steps, jct = series
-        cells = []
-        for fit in ("theil-sen", "least-squares"):
-            curve = Curve(0, (), (), len(recs), late_trend(steps, jct, fit=fit))
-            cells.append((curve.trend_text, curve.verdict))
+        trends = [late_trend(steps, jct, fit=fit) for fit in ("theil-sen", "least-squares")]
+        cells = [(trend_text(t), trend_verdict(t)) for t in trends]
         differs = cells[0][1] != cells[1][1]
         changed += differs
         lines.append(

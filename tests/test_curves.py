@@ -186,7 +186,7 @@ def test_late_trend_is_the_fitted_change_over_the_second_half():
 def test_late_trend_is_not_decided_by_one_stalled_evaluation():
     """A single spike (one evaluation in which the policy stalled) leaves Theil-Sen's
     verdict where the other points put it; a least-squares line through it does not."""
-    from edgesched.leaderboard.curves import Curve, late_trend
+    from edgesched.leaderboard.curves import late_trend, trend_verdict
 
     steps = list(range(10, 201, 10))
     x = np.array(steps, dtype=np.float64)
@@ -196,13 +196,10 @@ def test_late_trend_is_not_decided_by_one_stalled_evaluation():
     robust = late_trend(steps, jct)
     ls = late_trend(steps, jct, fit="least-squares")
 
-    def verdict(t):
-        return Curve(1, (0,), (), 3, t).verdict
-
-    assert verdict(robust) == "still improving"
+    assert trend_verdict(robust) == "still improving"
     # the clean runs' change is exactly -5/12.5 of their median; the spiked run's is close
     assert robust.value == pytest.approx(-5.0 / 12.5, rel=0.1)
-    assert verdict(ls) != "still improving"  # the spike drags the mean trend towards zero
+    assert trend_verdict(ls) != "still improving"  # the spike drags the mean trend towards zero
 
 
 def test_late_trend_least_squares_is_the_previous_fit():

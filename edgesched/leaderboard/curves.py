@@ -68,25 +68,34 @@ class Curve:
 
     @property
     def trend_text(self) -> str:
-        """``-10.5% [-18.9%, -0.9%]``: :attr:`trend` with its CI (``n/a`` without one)."""
-        t = self.trend
-        return NA if t is None else f"{t.value:+.1%} [{t.low:+.1%}, {t.high:+.1%}]"
+        """:attr:`trend` as :func:`trend_text` writes it."""
+        return trend_text(self.trend)
 
     @property
     def verdict(self) -> str:
-        """``still improving``, ``flat`` or ``worsening`` from :attr:`trend`.
+        """:func:`trend_verdict` of :attr:`trend`."""
+        return trend_verdict(self.trend)
 
-        Improving (worsening): the whole 95% CI is below (above) zero and the estimate
-        exceeds :data:`TREND_MATERIAL` in size; anything else is flat.
-        """
-        t = self.trend
-        if t is None or not (np.isfinite(t.low) and np.isfinite(t.high)):
-            return "n/a"
-        if t.high < 0 and t.value < -TREND_MATERIAL:
-            return "still improving"
-        if t.low > 0 and t.value > TREND_MATERIAL:
-            return "worsening"
-        return "flat"
+
+def trend_text(trend: stats.Estimate | None) -> str:
+    """``-10.5% [-18.9%, -0.9%]``: a trend with its CI (``n/a`` without one)."""
+    return NA if trend is None else f"{trend.value:+.1%} [{trend.low:+.1%}, {trend.high:+.1%}]"
+
+
+def trend_verdict(trend: stats.Estimate | None) -> str:
+    """``still improving``, ``flat``, ``worsening`` or ``n/a`` for a :func:`late_trend`.
+
+    Improving (worsening): the whole 95% CI is below (above) zero and the estimate exceeds
+    :data:`TREND_MATERIAL` in size; anything else is flat.
+    """
+    t = trend
+    if t is None or not (np.isfinite(t.low) and np.isfinite(t.high)):
+        return "n/a"
+    if t.high < 0 and t.value < -TREND_MATERIAL:
+        return "still improving"
+    if t.low > 0 and t.value > TREND_MATERIAL:
+        return "worsening"
+    return "flat"
 
 
 TREND_FITS = ("theil-sen", "least-squares")
