@@ -6,7 +6,8 @@ decisions). Such a decision has log-probability exactly 0, entropy 0 and no grad
 preemptive shield's one-agent-at-a-time loop visits only agents with a feasible placement.
 These tests hold each shortcut to the full computation it replaces: bit for bit where the
 arithmetic is the same (the preemptive loop), to float rounding where the matrix products
-run on fewer rows (the actor).
+run on fewer rows (the actor). The centralized critic's state block, computed once per copy
+instead of once per agent, is held to the concatenation it replaces in the same way.
 """
 
 from __future__ import annotations
@@ -159,3 +160,32 @@ def test_ppo_loss_terms_and_gradients_equal_the_full_computation():
     np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-6)
     for a, b in zip(got[1], want[1], strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("hidden", [[64, 64], [32], [16, 8, 8]])
+def test_centralized_critic_equals_the_concat_it_replaces(hidden):
+    """The state's block of the head's first layer is computed once per copy and broadcast:
+    values and gradients match ``head([enc_obs(obs), enc_state(state)])`` to float rounding."""
+    from edgesched.algos.mappo import Critic
+
+    torch.manual_seed(3)
+    critic = Critic(12, 40, hidden)
+    obs, state = torch.randn(5, 7, 12), torch.randn(5, 40)
+    target = torch.randn(5, 7)
+
+    def reference():
+        z = critic.enc_obs(obs)
+        zs = critic.enc_state(state)[:, None, :].expand(-1, obs.shape[1], -1)
+        return critic.head(torch.cat([z, zs], dim=-1)).squeeze(-1)
+
+    grads = []
+    for fn in (reference, lambda: critic(obs, state)):
+        critic.zero_grad()
+        v = fn()
+        ((v - target) ** 2).mean().backward()
+        grads.append((v.detach(), [p.grad.clone() for p in critic.parameters()]))
+    (v_ref, g_ref), (v_new, g_new) = grads
+    assert v_new.shape == (5, 7)
+    torch.testing.assert_close(v_new, v_ref, rtol=1e-5, atol=1e-6)
+    for a, b in zip(g_new, g_ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
