@@ -199,3 +199,43 @@ def test_the_command_line_names_the_error(repo, capsys):
     missing.write_text("")
     assert main(["promote", str(missing), str(board), "--root", str(root)]) == 2
     assert "no records to promote" in capsys.readouterr().err
+
+
+def _promoted_from_earlier_study(root: Path, board: Path) -> Path:
+    """Make the board's mappo runs ones promoted from a 75k study that still holds them."""
+    rows, earlier = _read(board), []
+    for row in rows:
+        if row["algo"] != "mappo":
+            continue
+        rel = Path(f"leaderboards/policies/edge10/mappo-b75k_seed{row['train_seed']}.pt")
+        (root / rel).write_bytes((root / row["policy"]).read_bytes())
+        earlier.append({**row, "algo": "mappo-b75k", "policy": rel.as_posix()})
+        row["promoted_from"] = "mappo-b75k"
+    _write(board, rows)
+    return _write(root / "leaderboards/studies/budget/edge10_mappo-b75k.jsonl", earlier)
+
+
+def test_an_entry_promoted_from_a_study_goes_back_to_it_without_a_copy(repo):
+    root, board, study = repo
+    earlier = _promoted_from_earlier_study(root, board)
+    text = earlier.read_text()
+    new_policy = (root / "leaderboards/policies/edge10/mappo-b150k_seed2.pt").read_bytes()
+    _, moved = promote(study, board, root=root)
+    assert moved == Path("leaderboards/studies/budget/edge10_mappo-b75k.jsonl")
+    assert earlier.read_text() == text  # the study keeps its rows as they were
+    mappo = [r for r in _read(board) if r["algo"] == "mappo"]
+    assert [r["promoted_from"] for r in mappo] == ["mappo-b150k"] * 3
+    assert [r["train"] for r in mappo] == [AT_BUDGET] * 3
+    assert (root / mappo[2]["policy"]).read_bytes() == new_policy
+    assert all((root / r["policy"]).is_file() for r in _read(earlier))
+
+
+def test_a_study_that_differs_from_the_entry_it_was_promoted_to_is_not_overwritten(repo):
+    root, board, study = repo
+    earlier = _promoted_from_earlier_study(root, board)
+    # the study's policy of seed 1 is not the board's any more: they are not the same runs
+    (root / "leaderboards/policies/edge10/mappo-b75k_seed1.pt").write_bytes(b"other")
+    text, board_text = earlier.read_text(), board.read_text()
+    with pytest.raises(RecordError, match="exists"):
+        promote(study, board, root=root)
+    assert earlier.read_text() == text and board.read_text() == board_text

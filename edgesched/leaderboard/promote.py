@@ -18,7 +18,9 @@ The board's previous records of that entry are not dropped: they become the budg
 row of their own budget (``<entry>-b<k>k`` in ``<studies>/budget/``), so the comparisons that
 set the budget stay reproducible. A promoted record keeps its ``config_hash`` and
 ``git_commit`` (those of the run that produced it) and names its study entry in
-``promoted_from``.
+``promoted_from``. Where the board entry was itself promoted from the study its records
+would move to, and that study still holds the same runs (seeds, run configurations,
+results and policy bytes), the study is left as it is and the board's copies are dropped.
 
 Every file is written atomically, the moved records and policies before the board file
 that stops naming them, so a killed promotion leaves no half-written file.
@@ -27,6 +29,7 @@ that stops naming them, so a killed promotion leaves no half-written file.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -82,6 +85,31 @@ def _move_policy(rec: Record, policies: Path, root: Path) -> None:
     dest = policy_path(policies, rec)
     atomic_write_bytes(root / dest, src.read_bytes())
     rec.data["policy"] = dest.as_posix()
+
+
+def _came_from(previous: list[Record], study: Path, label: str, root: Path) -> bool:
+    """Whether the board's ``previous`` records were promoted from ``study``, which holds them.
+
+    That is: its entries are named ``label`` and are the same runs (training seeds, run
+    configurations, evaluation results and policy bytes).
+    """
+    theirs = _records(study)
+
+    def key(data: dict[str, Any]) -> tuple:
+        return (data.get("train_seed"), data.get("config_hash"), json.dumps(data["per_episode"]))
+
+    if any(r.data.get("promoted_from") != label for r in previous):
+        return False
+    if any(r.data["algo"] != label for r in theirs):
+        return False
+    if sorted(map(key, (r.data for r in previous))) != sorted(map(key, (r.data for r in theirs))):
+        return False
+    policy = {key(r.data): (root / str(r.data.get("policy", ""))) for r in theirs}
+    for rec in previous:
+        mine, its = root / str(rec.data.get("policy", "")), policy[key(rec.data)]
+        if not (mine.is_file() and its.is_file() and mine.read_bytes() == its.read_bytes()):
+            return False
+    return True
 
 
 def _stored(rec: Record, root: Path) -> dict[str, Any]:
@@ -172,7 +200,7 @@ def promote(
     Raises:
         RecordError: the study's records are not one budget variant of one entry, are not
             today's defaults at the board's budget, or the previous records' study file
-            exists already.
+            exists already and does not hold the same runs they were promoted from.
     """
     root, study, board = Path(root), Path(study), Path(board)
     policies = Path(policies)
@@ -223,7 +251,13 @@ def promote(
         moved_to = (
             Path(studies) / BUDGET_STUDY_DIR / f"{previous[0].scenario_name}_{entry}-{label}.jsonl"
         )
-        if moved_to.exists():
+        if moved_to.exists() and _came_from(previous, moved_to, f"{entry}-{label}", root):
+            # the board entry was promoted from that study, which still holds its runs and
+            # policies: the board's copies are dropped, the study stays as it is
+            if log is not None:
+                log(f"previous {entry} records were promoted from {moved_to}; it keeps them")
+            previous = []
+        elif moved_to.exists():
             raise RecordError(
                 f"{moved_to} exists: the previous records of {entry} would overwrite it"
             )
@@ -231,9 +265,10 @@ def promote(
             rec.data["algo"] = f"{entry}-{label}"
             rec.data.pop("promoted_from", None)  # its name is its study label again
             _move_policy(rec, policies, root)
-        write_jsonl(moved_to, [r.data for r in previous])
-        if log is not None:
-            log(f"previous {entry} records -> {moved_to} ({label})")
+        if previous:
+            write_jsonl(moved_to, [r.data for r in previous])
+            if log is not None:
+                log(f"previous {entry} records -> {moved_to} ({label})")
     for rec in recs:
         _move_policy(rec, policies, root)
     rows = sorted((r.data for r in kept + recs), key=_sort_key)
