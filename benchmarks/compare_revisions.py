@@ -20,6 +20,8 @@ Usage::
     python benchmarks/compare_revisions.py --rev 9842e12 --paths array,batched
     python benchmarks/compare_revisions.py --rev ce4d875 --scenarios edge50 \
         --train mappo,srole:central
+    python benchmarks/compare_revisions.py --rev d0c9a3e --scenarios edge50-v0=edge50 \
+        --train mappo --updates 30   # NEW=OLD: each side's name for the same scenario
 """
 
 from __future__ import annotations
@@ -111,6 +113,17 @@ def measure_training(tree: Path, algo: str, shield: str | None, name: str, updat
     return float(_run_in(tree, code))
 
 
+def _names(item: str) -> tuple[str, dict[str, str]]:
+    """A ``--scenarios`` item as its label and each side's scenario name.
+
+    ``edge50-v0=edge50`` runs ``edge50-v0`` in this checkout and ``edge50`` in the old one: a
+    revision from before scenario versions knows a scenario by its bare name only, which
+    today names a later version.
+    """
+    new, _, old = item.partition("=")
+    return item, {"new": new, "old": old or new}
+
+
 def _best_of_rounds(rounds: int, old: Path, rate: Callable[[Path], float]) -> tuple[float, float]:
     """Each side's best ``rate(tree)`` over ``rounds`` alternations (old, new, old, new ...)."""
     best = {old: 0.0, ROOT: 0.0}
@@ -123,13 +136,19 @@ def _best_of_rounds(rounds: int, old: Path, rate: Callable[[Path], float]) -> tu
 def _compare_envs(rep: Report, args: argparse.Namespace, old: Path) -> None:
     rep.print(f"old: {args.rev}  new: this checkout (agent-decisions/s, best of rounds)")
     rep.print(f"{'scenario':20s} {'path':6s} {'old':>12s} {'new':>12s} {'new/old':>8s}")
-    for name in args.scenarios.split(","):
+    for item in args.scenarios.split(","):
+        name, side = _names(item)
         for path in args.paths.split(","):
             o, n = _best_of_rounds(
                 args.rounds,
                 old,
-                lambda tree, path=path, name=name: measure(
-                    tree, path, name, args.seconds, args.windows, args.copies
+                lambda tree, path=path, side=side: measure(
+                    tree,
+                    path,
+                    side["old" if tree != ROOT else "new"],
+                    args.seconds,
+                    args.windows,
+                    args.copies,
                 ),
             )
             rep.print(f"{name:20s} {path:6s} {o:12,.0f} {n:12,.0f} {n / o:8.3f}")
@@ -141,14 +160,15 @@ def _compare_training(rep: Report, args: argparse.Namespace, old: Path) -> None:
         "1 torch thread, best of rounds)"
     )
     rep.print(f"{'scenario':20s} {'algo':16s} {'old':>10s} {'new':>10s} {'new/old':>8s}")
-    for name in args.scenarios.split(","):
+    for scen in args.scenarios.split(","):
+        name, side = _names(scen)
         for item in args.train.split(","):
             algo, _, shield = item.partition(":")
             o, n = _best_of_rounds(
                 args.rounds,
                 old,
-                lambda tree, algo=algo, shield=shield, name=name: measure_training(
-                    tree, algo, shield or None, name, args.updates
+                lambda tree, algo=algo, shield=shield, side=side: measure_training(
+                    tree, algo, shield or None, side["old" if tree != ROOT else "new"], args.updates
                 ),
             )
             rep.print(f"{name:20s} {item:16s} {o:10,.0f} {n:10,.0f} {n / o:8.3f}")
@@ -158,7 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     """Print (and optionally write) the new/old agent-decisions/s per scenario and path."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rev", required=True, help="the git revision to compare against")
-    p.add_argument("--scenarios", default="edge10,edge50,edge100,edge500,tapfinger-hetero6")
+    p.add_argument(
+        "--scenarios",
+        default="edge10,edge50,edge100,edge500,tapfinger-hetero6",
+        help="comma-separated; NEW=OLD names one scenario on each side (edge50-v0=edge50)",
+    )
     p.add_argument("--paths", default="array,dict", help="comma-separated: array, dict, batched")
     p.add_argument("--copies", type=int, default=0, help="batched copies (0: the default)")
     p.add_argument("--rounds", type=int, default=3, help="alternations per measurement")
