@@ -35,3 +35,27 @@ def test_training_mode_rejects_zero_updates(cr, capsys):
     with pytest.raises(SystemExit):
         cr.main(["--rev", "HEAD", "--train", "mappo", "--updates", "0"])
     assert "--updates=0 is not allowed" in capsys.readouterr().err
+
+
+def test_a_scenario_item_names_each_sides_scenario(cr):
+    # a revision from before scenario versions knows edge50-v0 only as "edge50"
+    assert cr._names("edge50-v0=edge50") == (
+        "edge50-v0=edge50",
+        {"new": "edge50-v0", "old": "edge50"},
+    )
+    assert cr._names("edge10") == ("edge10", {"new": "edge10", "old": "edge10"})
+
+
+def test_each_side_runs_its_own_name(cr, monkeypatch):
+    seen = []
+
+    def fake(tree, algo, shield, name, updates):
+        seen.append((tree == cr.ROOT, name))
+        return 1.0
+
+    monkeypatch.setattr(cr, "measure_training", fake)
+    args = type("A", (), {"rev": "x", "updates": 1, "rounds": 1, "train": "mappo"})()
+    args.scenarios = "edge50-v0=edge50"
+    rep = type("R", (), {"print": lambda self, line: None})()
+    cr._compare_training(rep, args, Path("/old"))
+    assert seen == [(False, "edge50"), (True, "edge50-v0")]
