@@ -113,15 +113,15 @@ def measure_training(tree: Path, algo: str, shield: str | None, name: str, updat
     return float(_run_in(tree, code))
 
 
-def _names(item: str) -> tuple[str, dict[str, str]]:
-    """A ``--scenarios`` item as its label and each side's scenario name.
+def _names(item: str, old: Path) -> dict[Path, str]:
+    """A ``--scenarios`` item as the scenario name of each tree (``old`` and this checkout).
 
     ``edge50-v0=edge50`` runs ``edge50-v0`` in this checkout and ``edge50`` in the old one: a
     revision from before scenario versions knows a scenario by its bare name only, which
     today names a later version.
     """
-    new, _, old = item.partition("=")
-    return item, {"new": new, "old": old or new}
+    new_name, _, old_name = item.partition("=")
+    return {ROOT: new_name, old: old_name or new_name}
 
 
 def _best_of_rounds(rounds: int, old: Path, rate: Callable[[Path], float]) -> tuple[float, float]:
@@ -136,19 +136,14 @@ def _best_of_rounds(rounds: int, old: Path, rate: Callable[[Path], float]) -> tu
 def _compare_envs(rep: Report, args: argparse.Namespace, old: Path) -> None:
     rep.print(f"old: {args.rev}  new: this checkout (agent-decisions/s, best of rounds)")
     rep.print(f"{'scenario':20s} {'path':6s} {'old':>12s} {'new':>12s} {'new/old':>8s}")
-    for item in args.scenarios.split(","):
-        name, side = _names(item)
+    for name in args.scenarios.split(","):
+        names = _names(name, old)
         for path in args.paths.split(","):
             o, n = _best_of_rounds(
                 args.rounds,
                 old,
-                lambda tree, path=path, side=side: measure(
-                    tree,
-                    path,
-                    side["old" if tree != ROOT else "new"],
-                    args.seconds,
-                    args.windows,
-                    args.copies,
+                lambda tree, path=path, names=names: measure(
+                    tree, path, names[tree], args.seconds, args.windows, args.copies
                 ),
             )
             rep.print(f"{name:20s} {path:6s} {o:12,.0f} {n:12,.0f} {n / o:8.3f}")
@@ -160,15 +155,15 @@ def _compare_training(rep: Report, args: argparse.Namespace, old: Path) -> None:
         "1 torch thread, best of rounds)"
     )
     rep.print(f"{'scenario':20s} {'algo':16s} {'old':>10s} {'new':>10s} {'new/old':>8s}")
-    for scen in args.scenarios.split(","):
-        name, side = _names(scen)
+    for name in args.scenarios.split(","):
+        names = _names(name, old)
         for item in args.train.split(","):
             algo, _, shield = item.partition(":")
             o, n = _best_of_rounds(
                 args.rounds,
                 old,
-                lambda tree, algo=algo, shield=shield, side=side: measure_training(
-                    tree, algo, shield or None, side["old" if tree != ROOT else "new"], args.updates
+                lambda tree, algo=algo, shield=shield, names=names: measure_training(
+                    tree, algo, shield or None, names[tree], args.updates
                 ),
             )
             rep.print(f"{name:20s} {item:16s} {o:10,.0f} {n:10,.0f} {n / o:8.3f}")

@@ -39,11 +39,9 @@ def test_training_mode_rejects_zero_updates(cr, capsys):
 
 def test_a_scenario_item_names_each_sides_scenario(cr):
     # a revision from before scenario versions knows edge50-v0 only as "edge50"
-    assert cr._names("edge50-v0=edge50") == (
-        "edge50-v0=edge50",
-        {"new": "edge50-v0", "old": "edge50"},
-    )
-    assert cr._names("edge10") == ("edge10", {"new": "edge10", "old": "edge10"})
+    old = Path("/old")
+    assert cr._names("edge50-v0=edge50", old) == {cr.ROOT: "edge50-v0", old: "edge50"}
+    assert cr._names("edge10", old) == {cr.ROOT: "edge10", old: "edge10"}
 
 
 def test_each_side_runs_its_own_name(cr, monkeypatch):
