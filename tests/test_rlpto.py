@@ -79,14 +79,29 @@ def test_controller_masks_follow_levels_and_free_capacity():
         assert (m[SHRINK], m[GROW]) == (down, up), (j, sim.w_level[j], m)
     for col in (SHRINK, GROW):
         assert mask[:, col].any() and not mask[:, col].all(), (col, mask)
-    # TapFinger's grid has no ordered levels: only "keep"
+
+
+def test_on_the_grid_the_controller_steps_one_gpu_where_the_simulator_can():
+    """TapFinger's grid: shrink and grow are the simulator's one-GPU step (they were only
+    "keep" before, which made RLPTO its placement rule on tapfinger-hetero6)."""
+    import copy
+
     tf = _trainer("tapfinger-hetero6")
     sim = EdgeClusterSim(make_config("tapfinger-hetero6"))
     sim.reset(0)
     for _ in range(30):
         sim.step(tf.placer.act(sim.obs, sim.mask, None))
-    _, _, mask, _ = tf._jobs(sim, tf._quality_before(sim), 1.0)
-    assert len(mask) and mask[:, KEEP].all() and not mask[:, [SHRINK, GROW]].any()
+    jobs, _, mask, _ = tf._jobs(sim, tf._quality_before(sim), 1.0)
+    assert len(jobs) and mask[:, KEEP].all()
+    for j, m in zip(jobs, mask, strict=True):
+        down = copy.deepcopy(sim)
+        up = copy.deepcopy(sim)
+        assert m[SHRINK] == down.resize(np.array([j]), np.array([-1]))[0], (j, m)
+        assert m[GROW] == up.resize(np.array([j]), np.array([1]))[0], (j, m)
+        if m[GROW]:  # one GPU more at the same CPUs
+            np.testing.assert_array_equal(up.w_alloc[j, 0, :2] - sim.w_alloc[j, 0, :2], [0.0, 1.0])
+    # the placer starts jobs at (2 CPUs, 1 GPU) and the clusters have room: some can grow
+    assert mask[:, GROW].any()
 
 
 def test_forecast_history_is_learned_from_episodes_and_saved_with_the_policy():

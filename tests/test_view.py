@@ -379,6 +379,42 @@ def private_sim_reads(source: str) -> list[tuple[int, str]]:
     return [(line, text) for line, _, text in sorted(found)]
 
 
+@pytest.mark.parametrize(
+    "name,over",
+    [("edge10", {}), ("tapfinger-hetero6", {}), ("edge10", {"alloc_mode": "grid"})],
+)
+def test_resize_levels_are_where_resize_moves_the_workers(name: str, over: dict) -> None:
+    import copy
+
+    sim = EdgeClusterSim(make_config(name, **over))
+    sim.reset(1)
+    rng = np.random.default_rng(1)
+    view = ClusterView(sim)
+    for _ in range(60):  # random valid placements until a few jobs run
+        sim.step(np.array([rng.choice(np.flatnonzero(m)) for m in sim.mask]))
+        if len(view.running) >= 3:
+            break
+    jobs = np.asarray(view.running)
+    assert len(jobs) >= 1
+    carried_out = 0
+    for d in (-1, 1):
+        levels = view.resize_levels(jobs, d)
+        assert levels.shape == (len(jobs), view.max_workers)
+        for i, j in enumerate(jobs):
+            w = int(view.job_workers[j])
+            assert (levels[i, w:] == -1).all()
+            other = copy.deepcopy(sim)
+            if other.resize(np.array([j]), np.array([d]))[0]:
+                carried_out += 1
+                np.testing.assert_array_equal(other.w_level[j, :w], levels[i, :w])
+            else:  # refused: no worker can move, or the nodes have no room to grow
+                moved = (levels[i, :w] != view.worker_levels[j, :w]).any()
+                assert not moved or d == 1
+    assert carried_out > 0  # the comparison was made on real moves
+    with pytest.raises(ValueError, match="delta=0"):
+        view.resize_levels(jobs, 0)
+
+
 def test_the_scanner_finds_private_reads() -> None:
     src = (
         "sim._a\nself.sim._b(1)\nvec.sims[i]._c\nenv.unwrapped.sim._d = 1\n"

@@ -150,16 +150,12 @@ class ExecutionMixin:
             raise ValueError(f"delta={delta.tolist()}: need one of -1, 0, 1 per job")
         if (self.status[jobs] != RUNNING).any() or has_duplicates(jobs):
             raise ValueError(f"jobs={jobs.tolist()}: need distinct running jobs")
-        top = self.num_levels - 1
         for i, (j, d) in enumerate(zip(jobs.tolist(), delta.tolist(), strict=True)):
             if d == 0:
                 continue
             w = int(self.j_workers[j])
             nodes = self.w_node[j, :w]
-            if self._grid:
-                new = self._grid_gpu_step(j, self.w_level[j, :w], d)
-            else:
-                new = np.clip(self.w_level[j, :w] + d, 0, top)
+            new = self._resized_levels(j, d)
             if (new == self.w_level[j, :w]).all():
                 continue
             alloc = self.j_alloc[j, new]
@@ -191,6 +187,16 @@ class ExecutionMixin:
         if changed.any():
             self._refresh()
         return changed
+
+    def _resized_levels(self, j: int, d: int) -> np.ndarray:
+        """Levels job ``j``'s workers move to under :meth:`resize` by ``d``.
+
+        Before the capacity check; the one rule, shared with :meth:`ClusterView.resize_levels`.
+        """
+        levels = self.w_level[j, : int(self.j_workers[j])]
+        if self._grid:
+            return self._grid_gpu_step(j, levels, d)
+        return np.clip(levels + d, 0, self.num_levels - 1)
 
     def _grid_gpu_step(self, j: int, levels: np.ndarray, d: int) -> np.ndarray:
         """Grid levels one GPU below (``d=-1``) or above (+1) ``levels`` at the same CPUs.

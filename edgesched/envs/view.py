@@ -234,6 +234,34 @@ class ClusterView:
         """
         return self._sim.j_alloc[np.asarray(jobs) + self._j0(), levels]
 
+    def resize_levels(self, jobs: np.ndarray, delta: int) -> np.ndarray:
+        """Levels the workers of running ``jobs`` would move to under a resize by ``delta``.
+
+        The simulator's own rule (:meth:`EdgeClusterSim.resize`): one level of
+        ``alloc_scales`` in ``scale`` mode, one GPU at the same CPUs in ``grid`` mode; a
+        worker that cannot move keeps its level. Whether the nodes have room for a growth is
+        not checked (compare the allocations with :attr:`free`).
+
+        Args:
+            jobs: running job ids of this copy.
+            delta: -1 (shrink) or +1 (grow).
+
+        Returns:
+            (len(jobs), W) int64 levels, fresh; -1 past each job's workers.
+
+        Raises:
+            ValueError: ``delta`` is not -1 or +1.
+        """
+        if delta not in (-1, 1):
+            raise ValueError(f"delta={delta!r}: need -1 (shrink) or +1 (grow)")
+        jobs = np.asarray(jobs, dtype=np.int64)
+        out = np.full((len(jobs), self.max_workers), -1, dtype=np.int64)
+        j0 = self._j0()
+        for i, j in enumerate(jobs.tolist()):
+            new = self._sim._resized_levels(j + j0, delta)
+            out[i, : len(new)] = new
+        return out
+
     @property
     def alloc_table(self) -> np.ndarray:
         """(J, L, 3) allocation of every job at every level, read-only."""

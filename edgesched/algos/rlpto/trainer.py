@@ -51,10 +51,12 @@ longer grows, so training keeps its last fit from then on (on edge100 at the def
 budget, from update 200). The committed rlpto results were trained so; refitting on a full but
 changed history would change them. That history and the forecaster's seed
 live in the actor's state, and evaluation fits the forecaster on the final history, so a
-saved policy forecasts exactly as it did in the run's own evaluation. On ``alloc_mode='grid'``
-scenarios (TapFinger's) its controller offers only "keep" (the simulator can move a grid
-worker one GPU at a time, ``EdgeClusterSim.resize``, but RLPTO's shrink/grow rule is defined
-on ordered scale levels), so RLPTO reduces to its priority-queue placement there.
+saved policy forecasts exactly as it did in the run's own evaluation. Shrink and grow are
+the simulator's own resize step (:meth:`ClusterView.resize_levels`): one level of
+``alloc_scales``, or on ``alloc_mode='grid'`` scenarios (TapFinger's) one GPU at the same
+CPUs. Earlier code offered only "keep" on grid scenarios (RLPTO there was its placement
+rule); a policy trained so acts differently under this code. On ``scale`` scenarios the
+choices offered are unchanged.
 """
 
 from __future__ import annotations
@@ -303,16 +305,19 @@ class RLPTOTrainer:
         feats[:, o + 9 + self.num_prio] = forecast
         feats[:, o + 10 + self.num_prio] = len(jobs) / view.num_agents
         feats[:, o + 11 + self.num_prio] = view.clock / max(view.config.max_slots, 1)
-        if view.config.alloc_mode == "scale" and top > 0:
-            mask[:, SHRINK] = (lv * valid).max(1) > 0
-            nxt = np.minimum(lv + 1, top)
-            add = view.alloc(jobs[:, None], nxt) - view.worker_alloc[jobs][:, :wmax]
-            add = add * valid[..., None]
+        if top > 0:
+            # the simulator's own step (a scale level, or one GPU on the grid), so a choice
+            # offered here is one that resize() carries out when the nodes have room
+            down = view.resize_levels(jobs, -1)
+            up = view.resize_levels(jobs, 1)
+            mask[:, SHRINK] = ((down != lv) & valid).any(1)
+            add = view.alloc(jobs[:, None], np.where(valid, up, 0))
+            add = (add - view.worker_alloc[jobs][:, :wmax]) * valid[..., None]
             need = np.zeros((nj, view.num_agents, 3))
             for k in range(wmax):
                 np.add.at(need, (np.arange(nj), nodes[:, k]), add[:, k])
             fits = (need <= view.free[None] + 1e-9).all(axis=(1, 2))
-            mask[:, GROW] = (np.where(valid, lv, top).min(1) < top) & fits
+            mask[:, GROW] = ((up != lv) & valid).any(1) & fits
             pace = quality / np.maximum(view.clock - view.job_start_slot[jobs], 1)
             rule = mask[:, SHRINK] & (gain < float(self.cfg.shrink_gain) * pace) & (quality > 0.5)
         return jobs, feats, mask, rule
