@@ -155,7 +155,7 @@ class ExecutionMixin:
                 continue
             w = int(self.j_workers[j])
             nodes = self.w_node[j, :w]
-            new = self._resized_levels(j, d)
+            new = self._resized_levels(jobs[i : i + 1], d)[0, :w]
             if (new == self.w_level[j, :w]).all():
                 continue
             alloc = self.j_alloc[j, new]
@@ -188,17 +188,20 @@ class ExecutionMixin:
             self._refresh()
         return changed
 
-    def _resized_levels(self, j: int, d: int) -> np.ndarray:
-        """Levels job ``j``'s workers move to under :meth:`resize` by ``d``.
+    def _resized_levels(self, jobs: np.ndarray, d: int) -> np.ndarray:
+        """(len(jobs), W) levels the jobs' workers move to under :meth:`resize` by ``d``.
 
-        Before the capacity check; the one rule, shared with :meth:`ClusterView.resize_levels`.
+        Before the capacity check; -1 past each job's workers. The one rule, shared with
+        :meth:`ClusterView.resize_levels`.
         """
-        levels = self.w_level[j, : int(self.j_workers[j])]
+        levels = self.w_level[jobs]
         if self._grid:
-            return self._grid_gpu_step(j, levels, d)
-        return np.clip(levels + d, 0, self.num_levels - 1)
+            new = self._grid_gpu_step(jobs[:, None], levels, d)
+        else:
+            new = np.clip(levels + d, 0, self.num_levels - 1)
+        return np.where(np.arange(levels.shape[1]) < self.j_workers[jobs][:, None], new, -1)
 
-    def _grid_gpu_step(self, j: int, levels: np.ndarray, d: int) -> np.ndarray:
+    def _grid_gpu_step(self, j: int | np.ndarray, levels: np.ndarray, d: int) -> np.ndarray:
         """Grid levels one GPU below (``d=-1``) or above (+1) ``levels`` at the same CPUs.
 
         A worker keeps its level where that (CPU, GPU) pair is off the grid, is the empty

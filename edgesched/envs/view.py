@@ -254,13 +254,7 @@ class ClusterView:
         """
         if delta not in (-1, 1):
             raise ValueError(f"delta={delta!r}: need -1 (shrink) or +1 (grow)")
-        jobs = np.asarray(jobs, dtype=np.int64)
-        out = np.full((len(jobs), self.max_workers), -1, dtype=np.int64)
-        j0 = self._j0()
-        for i, j in enumerate(jobs.tolist()):
-            new = self._sim._resized_levels(j + j0, delta)
-            out[i, : len(new)] = new
-        return out
+        return self._sim._resized_levels(np.asarray(jobs, dtype=np.int64) + self._j0(), delta)
 
     @property
     def alloc_table(self) -> np.ndarray:
