@@ -19,7 +19,8 @@ RLPTO splits scheduling in two, as the paper does:
   are many small ones per slot, which suits a shared stochastic policy better than DQN's
   one-action-per-transition replay). Every slot, for each running job, one shared policy
   chooses **shrink / keep / grow** (one allocation level of ``alloc_scales`` for all the
-  job's workers, :meth:`EdgeClusterSim.resize`; growth only where the nodes have room). It
+  job's workers, or one GPU on a grid scenario, :meth:`EdgeClusterSim.resize`; growth only
+  where the nodes have room). It
   sees the job (priority, workers, level, quality, recent quality gain, progress, free
   capacity of its nodes), the cluster (free capacity, queued jobs per priority class) and
   the **task-volume forecast** (:class:`~edgesched.algos.rlpto.forecast.VolumeForecaster`
