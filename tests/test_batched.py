@@ -63,6 +63,10 @@ class Lockstep:
         for b, sim in enumerate(self.singles):
             local = np.sort(sim.running)
             delta = self.rng.integers(-1, 2, size=len(local))
+            for d in (-1, 1):  # the view's resize step, in local ids, is the lone sim's
+                np.testing.assert_array_equal(
+                    self.bs.view(b).resize_levels(local, d), sim.view().resize_levels(local, d)
+                )
             changed = self.bs.resize(local + b * jc, delta)
             np.testing.assert_array_equal(changed, sim.resize(local, delta))
         self.check_views()
