@@ -150,12 +150,14 @@ class ExecutionMixin:
             raise ValueError(f"delta={delta.tolist()}: need one of -1, 0, 1 per job")
         if (self.status[jobs] != RUNNING).any() or has_duplicates(jobs):
             raise ValueError(f"jobs={jobs.tolist()}: need distinct running jobs")
+        # every job's target at once: a job's levels do not depend on another's resize
+        targets = self._resized_levels(jobs, delta)
         for i, (j, d) in enumerate(zip(jobs.tolist(), delta.tolist(), strict=True)):
             if d == 0:
                 continue
             w = int(self.j_workers[j])
             nodes = self.w_node[j, :w]
-            new = self._resized_levels(jobs[i : i + 1], d)[0, :w]
+            new = targets[i, :w]
             if (new == self.w_level[j, :w]).all():
                 continue
             alloc = self.j_alloc[j, new]
@@ -188,20 +190,23 @@ class ExecutionMixin:
             self._refresh()
         return changed
 
-    def _resized_levels(self, jobs: np.ndarray, d: int) -> np.ndarray:
-        """(len(jobs), W) levels the jobs' workers move to under :meth:`resize` by ``d``.
+    def _resized_levels(self, jobs: np.ndarray, delta: int | np.ndarray) -> np.ndarray:
+        """(len(jobs), W) levels the jobs' workers move to under :meth:`resize` by ``delta``.
 
-        Before the capacity check; -1 past each job's workers. The one rule, shared with
-        :meth:`ClusterView.resize_levels`.
+        ``delta`` is one step for all jobs or one per job. Before the capacity check; -1 past
+        each job's workers. The one rule, shared with :meth:`ClusterView.resize_levels`.
         """
         levels = self.w_level[jobs]
+        d = np.asarray(delta).reshape(-1, 1)
         if self._grid:
             new = self._grid_gpu_step(jobs[:, None], levels, d)
         else:
             new = np.clip(levels + d, 0, self.num_levels - 1)
         return np.where(np.arange(levels.shape[1]) < self.j_workers[jobs][:, None], new, -1)
 
-    def _grid_gpu_step(self, j: int | np.ndarray, levels: np.ndarray, d: int) -> np.ndarray:
+    def _grid_gpu_step(
+        self, j: int | np.ndarray, levels: np.ndarray, d: int | np.ndarray
+    ) -> np.ndarray:
         """Grid levels one GPU below (``d=-1``) or above (+1) ``levels`` at the same CPUs.
 
         A worker keeps its level where that (CPU, GPU) pair is off the grid, is the empty
