@@ -127,6 +127,10 @@ def test_collected_budget_tiers_join_the_study_without_run_directories(study, tm
     text = (tmp_path / "tiers.md").read_text()
     for tier in ("tapfinger-b300k", "tapfinger-b600k"):
         assert f"| tapfinger-hetero6 | tapfinger | {tier} | 3 vs 3 |" in text
+    # each tier against the board's best heuristic, whose records are among --results
+    for tier in ("tapfinger-b300k", "tapfinger-b600k"):
+        assert f"| tapfinger-hetero6 | {tier} | " in text
+    assert text.count("| optimus | 7.48 [7.31, 7.66] | ") == 2
     # one plot with the entry's curve and both tiers'
     assert (tmp_path / "tiers_tapfinger-hetero6_tapfinger.png").read_bytes().startswith(b"\x89PNG")
     with pytest.raises(SystemExit):
@@ -182,3 +186,28 @@ def test_same_steps_compares_a_longer_variant_where_the_board_entry_ends(study):
     # no variant point inside the board entry's last quarter: nothing to compare
     sparse = curve([(100, 60.0), (2000, 22.0)])
     assert study.same_steps_cells(base, sparse) is None
+
+
+def test_heuristic_cells_apply_the_board_target_test_to_a_variant(study):
+    """The variant's CI below the heuristic's (``coverage.md``'s test), and the paired
+    reduction on the same workloads."""
+    from dataclasses import replace
+
+    heur = replace(
+        _row("optimus", learned=False),
+        train_seeds=[],
+        mean=stats.Estimate(7.5, 7.3, 7.7),
+        seed_scores=[[8.0, 7.0]],
+    )
+    better = replace(_row("srole-b1200k", "central"), mean=stats.Estimate(6.5, 6.1, 7.0))
+    better.seed_scores = [[6.0, 7.0]] * 3
+    cells = study.heuristic_cells(better, heur)
+    assert cells.startswith("6.50 [6.10, 7.00] | optimus | 7.50 [7.30, 7.70] | yes | ")
+    # per evaluation seed 6 vs 8 and 7 vs 7: the paired reduction is 13.3% lower
+    assert "13.3% lower" in cells
+    overlapping = replace(better, mean=stats.Estimate(7.0, 6.5, 7.4))
+    assert "| 7.50 [7.30, 7.70] | no | " in study.heuristic_cells(overlapping, heur)
+    # disjoint but above: the target's test asks for the variant's CI below
+    worse = replace(better, mean=stats.Estimate(9.0, 8.5, 9.5))
+    assert "| 7.50 [7.30, 7.70] | no | " in study.heuristic_cells(worse, heur)
+    assert study.heuristic_cells(better, None) is None
