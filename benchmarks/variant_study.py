@@ -29,8 +29,9 @@ held-out JCT over the second half of that budget, with the leaderboard's verdict
 table sets a longer variant's curve beside its board entry's at the same steps (the last
 quarter of the board entry's budget): a longer run stretches its schedules over its budget,
 so whether it gains from more steps or only from where its schedule ends shows there. A
-fourth table applies the leaderboard target's test (``coverage.md``: disjoint 95% CIs) to
-each variant against the board's best heuristic, with the paired reduction beside it.
+fourth table applies the leaderboard target's test (``coverage.md``: the learned 95% CI
+wholly below the heuristic's) to each variant against the board's best heuristic, with the
+paired reduction beside it.
 """
 
 from __future__ import annotations
