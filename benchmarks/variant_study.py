@@ -47,7 +47,12 @@ from edgesched.experiment.io import atomic_write_bytes
 from edgesched.leaderboard.build import compute_rows
 from edgesched.leaderboard.curves import Curve, render_curves_png
 from edgesched.leaderboard.records import group_tables, load_records
-from edgesched.leaderboard.studies import mean_on_seeds, paired_reduction, reduction_text
+from edgesched.leaderboard.studies import (
+    ci_below,
+    mean_on_seeds,
+    paired_reduction,
+    reduction_text,
+)
 from edgesched.leaderboard.table import Row, entry_name, varied_entry
 
 
@@ -142,10 +147,9 @@ def heuristic_cells(var: Row, top: Row | None) -> str | None:
     """
     if top is None:
         return None
-    below = var.mean.high < top.mean.low
     return (
         f"{ci_cell(var)} | {entry_name(top.algo, top.shield)} | {ci_cell(top)} | "
-        f"{'yes' if below else 'no'} | {reduction_text(paired_reduction(var, top))}"
+        f"{'yes' if ci_below(var, top) else 'no'} | {reduction_text(paired_reduction(var, top))}"
     )
 
 

@@ -143,9 +143,7 @@ def render_srole(tables: dict[str, list[Row]]) -> str | None:
                     parts.append(
                         f"vs {x.algo} {s.mean.value:.2f} vs {x.mean.value:.2f}, {rel} ({sig})"
                     )
-                beats = all(
-                    s.mean.value < x.mean.value and s.mean.high < x.mean.low for x in others
-                )
+                beats = all(ci_below(s, x) for x in others)
                 checks.append(
                     f"- {tag}: mean JCT {'; '.join(parts)}. Target (lower than "
                     f"{' and '.join(x.algo for x in others)}, CIs disjoint): "
@@ -309,6 +307,14 @@ def mean_on_seeds(row: Row, seeds: tuple[int, ...] | list[int]) -> float | None:
         return None
     per_seed = per_eval_seed(row)
     return float(np.mean([per_seed[row.eval_seeds.index(s)] for s in seeds]))
+
+
+def ci_below(a: Row, b: Row) -> bool:
+    """Whether ``a``'s mean-JCT 95% CI lies wholly below ``b``'s.
+
+    Issue #22's "beats with disjoint CIs" test, for the learned entry ``a`` against ``b``.
+    """
+    return bool(a.mean.high < b.mean.low)
 
 
 def paired_reduction(a: Row, b: Row) -> stats.Estimate | None:
@@ -516,7 +522,7 @@ def render_learned_vs_heuristics(tables: dict[str, list[Row]], scenarios: list[s
         if not name.startswith(EDGE_BOARD_PREFIX):
             target = "n/a (see tapfinger.md)"
         else:
-            target = "met" if lb.mean.high < hb.mean.low else "missed"
+            target = "met" if ci_below(lb, hb) else "missed"
         lines.append(
             f"| {name} | {entry_name(lb.algo, lb.shield)} | {_ci(lb.mean)} | "
             f"{entry_name(hb.algo, hb.shield)} | {_ci(hb.mean)} | "
