@@ -10,7 +10,8 @@ first started. It prints:
 
 * per entry: mean JCT = mean wait + mean execution, GPUs and CPU cores per job, and
   ``defer %``, the share of agent-decisions in which the scheduler deferred although a
-  placement fitted (after the shield, so what ran);
+  placement fitted (after the shield, so what ran), and ``proposed defer %``, the share in
+  which the policy itself proposed to defer (the difference is the shield's doing);
 * per entry and model: the share of jobs, their GPUs, execution and wait.
 
 Learned entries are the mean over their training seeds' policies, each policy also on a line
@@ -72,6 +73,8 @@ class EpisodeLog:
         model: (J,) model index (the scenario's ``models`` order).
         fit_decisions: agent-decisions in which some placement fitted.
         defers_with_fit: those in which the executed action deferred.
+        proposed_defers_with_fit: those in which the policy itself proposed to defer (equal
+            to ``defers_with_fit`` without a shield; with one, the rest are the shield's).
         jct_mean: the simulator's own mean JCT of the episode.
     """
 
@@ -82,6 +85,7 @@ class EpisodeLog:
     model: np.ndarray
     fit_decisions: int
     defers_with_fit: int
+    proposed_defers_with_fit: int
     jct_mean: float
 
 
@@ -105,20 +109,22 @@ def play_logged(policy: Any, sim: Any, workload_seed: int, shield: Any = None) -
     finish = np.full(n_jobs, -1, dtype=np.int64)
     gpus = np.full(n_jobs, np.nan)
     cpus = np.full(n_jobs, np.nan)
-    fit_decisions = defers = 0
+    fit_decisions = defers = proposed_defers = 0
     slot = -1
     while not (sim.terminated or sim.truncated):
         slot = reallocate_once_per_slot(policy, sim, slot)
         graph = sim.graph() if policy.needs_graph else None
         mask = sim.mask
         if shield is None:
-            action = np.asarray(policy.act(sim.obs, mask, sim.state(), graph=graph))
+            action = proposal = np.asarray(policy.act(sim.obs, mask, sim.state(), graph=graph))
         else:
             proposal, prefs = policy.act_with_preferences(sim.obs, mask, sim.state(), graph=graph)
+            proposal = np.asarray(proposal)
             action = np.asarray(shield(proposal, prefs).actions)
         fits = mask[:, 1:].any(axis=1)
         fit_decisions += int(fits.sum())
         defers += int((fits & (action == 0)).sum())
+        proposed_defers += int((fits & (proposal == 0)).sum())
         sim.step(action)
         started = (view.job_start_slot >= 0) & (first_start < 0)
         if started.any():
@@ -144,6 +150,7 @@ def play_logged(policy: Any, sim: Any, workload_seed: int, shield: Any = None) -
         model=np.asarray(view.job_model)[arrived].astype(np.int64),
         fit_decisions=fit_decisions,
         defers_with_fit=defers,
+        proposed_defers_with_fit=proposed_defers,
         jct_mean=jct_sim,
     )
     logged = float(np.mean(log.wait + log.run)) if len(log.wait) else float("nan")
@@ -179,6 +186,9 @@ def summarize(logs: list[EpisodeLog], num_models: int) -> dict[str, Any]:
         "defer": 100.0
         * sum(lg.defers_with_fit for lg in logs)
         / max(sum(lg.fit_decisions for lg in logs), 1),
+        "proposed_defer": 100.0
+        * sum(lg.proposed_defers_with_fit for lg in logs)
+        / max(sum(lg.fit_decisions for lg in logs), 1),
         "models": {},
     }
     for m in range(num_models):
@@ -193,7 +203,7 @@ def summarize(logs: list[EpisodeLog], num_models: int) -> dict[str, Any]:
 
 def mean_of(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean of several policies' summaries (an entry over its training seeds)."""
-    keys = ("jct", "wait", "run", "gpus", "cpus", "defer")
+    keys = ("jct", "wait", "run", "gpus", "cpus", "defer", "proposed_defer")
     out: dict[str, Any] = {k: float(np.nanmean([s[k] for s in summaries])) for k in keys}
     out["models"] = {
         m: {
@@ -271,12 +281,15 @@ def main() -> None:
         "JCT, wait and execution in slots; GPUs and CPU cores per job at its first start."
     )
     rep.print()
-    rep.print("| scheduler | mean JCT | wait | execution | GPUs/job | CPUs/job | defer % |")
-    rep.print("|---|---|---|---|---|---|---|")
+    rep.print(
+        "| scheduler | mean JCT | wait | execution | GPUs/job | CPUs/job | defer % "
+        "| proposed defer % |"
+    )
+    rep.print("|---|---|---|---|---|---|---|---|")
     for label, s in rows + per_policy:
         rep.print(
             f"| {label} | {s['jct']:.2f} | {s['wait']:.2f} | {s['run']:.2f} | {s['gpus']:.2f} "
-            f"| {s['cpus']:.2f} | {s['defer']:.1f} |"
+            f"| {s['cpus']:.2f} | {s['defer']:.1f} | {s['proposed_defer']:.1f} |"
         )
     rep.print()
     rep.print("Per model: share of jobs %, GPUs/job, execution, wait.")

@@ -32,6 +32,7 @@ def _log(jd, wait, run, gpus, model, fit=10, defer=0):
         model=np.asarray(model),
         fit_decisions=fit,
         defers_with_fit=defer,
+        proposed_defers_with_fit=defer,
         jct_mean=float(np.mean(wait + run)),
     )
 
@@ -50,6 +51,7 @@ def test_heuristic_log_matches_the_leaderboard_evaluation(jd):
     assert started.any() and (log.cpus[started] > 0).all()
     # least_loaded places whenever a placement fits: it never defers with one available
     assert log.fit_decisions > 0 and log.defers_with_fit == 0
+    assert log.proposed_defers_with_fit == 0  # no shield: the proposal is what ran
 
 
 def test_random_defers_with_a_fit_sometimes(jd):
@@ -58,6 +60,7 @@ def test_random_defers_with_a_fit_sometimes(jd):
         make_baseline("random", EnvSpec.of(sim), seed=0), sim, eval_workload_seed(10000, 0)
     )
     assert 0 < log.defers_with_fit < log.fit_decisions
+    assert log.proposed_defers_with_fit == log.defers_with_fit
 
 
 def test_shielded_policy_file_replays_as_recorded(jd):
@@ -70,6 +73,8 @@ def test_shielded_policy_file_replays_as_recorded(jd):
     log = jd.play_logged(policy, sim, eval_workload_seed(10000, 0), shield=sh)
     ref = evaluate_scheduler(policy, env, overrides, [10000], 1, "central", policy.shield_kwargs)
     assert log.jct_mean == pytest.approx(ref["per_episode"][0]["jct_mean"], abs=1e-12)
+    # the shield keeps every proposed deferral and may defer colliding placements
+    assert log.proposed_defers_with_fit <= log.defers_with_fit
 
 
 def test_summarize_weighs_episodes_equally_and_skips_missing_models(jd):
@@ -81,6 +86,7 @@ def test_summarize_weighs_episodes_equally_and_skips_missing_models(jd):
     assert s["run"] == pytest.approx((2.0 + 4.0) / 2)
     assert s["gpus"] == pytest.approx((2.0 + 2.0) / 2)
     assert s["defer"] == pytest.approx(100 * 5 / 40)
+    assert s["proposed_defer"] == pytest.approx(100 * 5 / 40)
     # model 1 appears only in episode a: its means come from a alone, its share from both
     assert s["models"][1]["gpus"] == pytest.approx(3.0)
     assert s["models"][1]["wait"] == pytest.approx(3.0)
