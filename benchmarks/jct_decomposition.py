@@ -4,7 +4,7 @@ A job's completion time is its wait in a queue (arrival to first start) plus its
 (first start to finish). This script replays heuristics and committed policy files
 (``leaderboards/policies/<board>/<entry>_seed<S>.pt``) on held-out seeds exactly as the
 leaderboard evaluates them (strict simulator, the policy's own shield in front, one episode
-per seed, :func:`edgesched.experiment.evaluation.run_episode`'s loop) and logs, per job, its
+per seed, through :func:`edgesched.experiment.evaluation.run_episode`) and logs, per job, its
 arrival, first start, finish, model, and the GPUs and CPU cores its workers held when it
 first started. It prints:
 
@@ -41,7 +41,7 @@ from _report import Report, cpu_name
 from edgesched.baselines import make_baseline
 from edgesched.envs.core import DONE, NOT_ARRIVED
 from edgesched.envs.handle import resolve_scenario
-from edgesched.experiment.evaluation import load_policy, make_eval_sim, reallocate_once_per_slot
+from edgesched.experiment.evaluation import load_policy, make_eval_sim, run_episode
 from edgesched.policy import Scheduler
 from edgesched.protocol import eval_workload_seed
 from edgesched.shields import make_shield
@@ -90,7 +90,7 @@ class EpisodeLog:
 
 
 def play_logged(policy: Any, sim: Any, workload_seed: int, shield: Any = None) -> EpisodeLog:
-    """Play one episode as :func:`~edgesched.experiment.evaluation.run_episode` does, logging.
+    """Play one episode through :func:`~edgesched.experiment.evaluation.run_episode`, logging.
 
     Args:
         policy: a scheduler (heuristic or :class:`LearnedScheduler`).
@@ -101,39 +101,35 @@ def play_logged(policy: Any, sim: Any, workload_seed: int, shield: Any = None) -
     Raises:
         RuntimeError: the logged mean JCT differs from the simulator's (a logging bug).
     """
-    sim.reset(workload_seed)
-    policy.reset(workload_seed)
     view = sim.view()
-    n_jobs = view.num_jobs
-    first_start = np.full(n_jobs, -1, dtype=np.int64)
-    finish = np.full(n_jobs, -1, dtype=np.int64)
-    gpus = np.full(n_jobs, np.nan)
-    cpus = np.full(n_jobs, np.nan)
-    fit_decisions = defers = proposed_defers = 0
-    slot = -1
-    while not (sim.terminated or sim.truncated):
-        slot = reallocate_once_per_slot(policy, sim, slot)
-        graph = sim.graph() if policy.needs_graph else None
-        mask = sim.mask
-        if shield is None:
-            action = proposal = np.asarray(policy.act(sim.obs, mask, sim.state(), graph=graph))
-        else:
-            proposal, prefs = policy.act_with_preferences(sim.obs, mask, sim.state(), graph=graph)
-            proposal = np.asarray(proposal)
-            action = np.asarray(shield(proposal, prefs).actions)
+    state: dict[str, Any] = {}
+    counts = {"fit": 0, "defer": 0, "proposed": 0}
+
+    def observe(mask: np.ndarray, proposal: np.ndarray, action: np.ndarray) -> None:
+        # the first call of an episode sees its workload (run_episode resets sim itself)
+        if not state:
+            n_jobs = view.num_jobs
+            state["start"] = np.full(n_jobs, -1, dtype=np.int64)
+            state["finish"] = np.full(n_jobs, -1, dtype=np.int64)
+            state["gpus"] = np.full(n_jobs, np.nan)
+            state["cpus"] = np.full(n_jobs, np.nan)
         fits = mask[:, 1:].any(axis=1)
-        fit_decisions += int(fits.sum())
-        defers += int((fits & (action == 0)).sum())
-        proposed_defers += int((fits & (proposal == 0)).sum())
-        sim.step(action)
+        counts["fit"] += int(fits.sum())
+        counts["defer"] += int((fits & (action == 0)).sum())
+        counts["proposed"] += int((fits & (proposal == 0)).sum())
+        first_start, finish = state["start"], state["finish"]
         started = (view.job_start_slot >= 0) & (first_start < 0)
         if started.any():
             first_start[started] = view.job_start_slot[started]
             held = view.worker_alloc[started]  # (j, W, 3): cpu, gpu, memory
-            cpus[started] = held[..., 0].sum(axis=-1)
-            gpus[started] = held[..., 1].sum(axis=-1)
+            state["cpus"][started] = held[..., 0].sum(axis=-1)
+            state["gpus"][started] = held[..., 1].sum(axis=-1)
         done = (view.job_status == DONE) & (finish < 0)
         finish[done] = view.clock
+
+    jct_sim = float(run_episode(policy, sim, workload_seed, shield, observer=observe)["jct_mean"])
+    first_start, finish = state["start"], state["finish"]
+    gpus, cpus = state["gpus"], state["cpus"]
     end = view.clock
     arrived = np.asarray(view.job_status) != NOT_ARRIVED
     arrival = np.asarray(view.job_arrival, dtype=np.int64)
@@ -141,16 +137,15 @@ def play_logged(policy: Any, sim: Any, workload_seed: int, shield: Any = None) -
     begun = first_start >= 0
     wait = np.where(begun, first_start, stop) - arrival
     run = np.where(begun, stop - first_start, 0)
-    jct_sim = float(sim.episode_metrics()["jct_mean"])
     log = EpisodeLog(
         wait=wait[arrived].astype(np.float64),
         run=run[arrived].astype(np.float64),
         gpus=gpus[arrived],
         cpus=cpus[arrived],
         model=np.asarray(view.job_model)[arrived].astype(np.int64),
-        fit_decisions=fit_decisions,
-        defers_with_fit=defers,
-        proposed_defers_with_fit=proposed_defers,
+        fit_decisions=counts["fit"],
+        defers_with_fit=counts["defer"],
+        proposed_defers_with_fit=counts["proposed"],
         jct_mean=jct_sim,
     )
     logged = float(np.mean(log.wait + log.run)) if len(log.wait) else float("nan")

@@ -12,6 +12,7 @@ instead of getting a record whose numbers hide it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -131,13 +132,21 @@ def reallocate_once_per_slot(policy: Scheduler, sim: EdgeClusterSim, last_slot: 
 
 
 def run_episode(
-    policy: Scheduler, sim: EdgeClusterSim, workload_seed: int, shield: Any = None
+    policy: Scheduler,
+    sim: EdgeClusterSim,
+    workload_seed: int,
+    shield: Any = None,
+    observer: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None,
 ) -> dict[str, Any]:
     """Play one full episode with ``policy`` through the array fast path.
 
     With a ``shield`` (bound to ``sim``), the policy's actions are proposals and the shield's
     joint action is executed; ``collisions_proposed`` then counts the proposals' collisions
     (before the shield) and the shield's own metrics are added.
+
+    ``observer``, if given, is called after every step with the mask the decision saw, the
+    proposed joint action and the executed one (the same without a shield), so an analysis
+    can follow the episode (``benchmarks/jct_decomposition.py``) without a copy of this loop.
 
     Raises:
         InvalidActionError: the policy emitted an invalid action while ``sim`` raises on
@@ -155,15 +164,19 @@ def run_episode(
     while not (sim.terminated or sim.truncated):
         slot = reallocate_once_per_slot(policy, sim, slot)
         graph = sim.graph() if policy.needs_graph else None
+        mask = sim.mask
         if shield is None:
-            sim.step(policy.act(sim.obs, sim.mask, sim.state(), graph=graph))
+            a = executed = policy.act(sim.obs, mask, sim.state(), graph=graph)
         else:
-            a, prefs = policy.act_with_preferences(sim.obs, sim.mask, sim.state(), graph=graph)
+            a, prefs = policy.act_with_preferences(sim.obs, mask, sim.state(), graph=graph)
             res = shield(a, prefs)
             if res.invalid and sim.cfg.invalid_action == "raise":
                 _raise_invalid_proposal(sim, np.asarray(a))
             stats.add(res)
-            sim.step(res.actions)
+            executed = res.actions
+        sim.step(executed)
+        if observer is not None:
+            observer(mask, np.asarray(a), np.asarray(executed))
     m = sim.episode_metrics()
     out = {k: m[k] for k in SCALAR_METRICS + EXTRA_METRICS}
     out.update({k: m[k] for k in COLOCATION_METRICS if k in m})
