@@ -11,6 +11,7 @@ import pytest
 from edgesched.experiment.io import (
     atomic_write_bytes,
     atomic_write_json,
+    atomic_write_with,
     create_text_exclusive,
     write_jsonl,
 )
@@ -59,6 +60,25 @@ def test_failed_write_removes_its_temp_file(tmp_path):
     with pytest.raises(TypeError):
         atomic_write_bytes(target, object())  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_streamed_write_publishes_only_a_whole_file(tmp_path):
+    """``atomic_write_with`` streams into the temp file: a writer that fails halfway leaves
+    the previous file as it was, and one that finishes replaces it whole."""
+    target = tmp_path / "ckpt.pt"
+    target.write_bytes(b"previous")
+
+    def half(f):
+        f.write(b"partial")
+        raise RuntimeError("killed mid-write")
+
+    with pytest.raises(RuntimeError, match="mid-write"):
+        atomic_write_with(target, half)
+    assert target.read_bytes() == b"previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]
+    atomic_write_with(target, lambda f: [f.write(b"chunk%d" % i) for i in range(3)])
+    assert target.read_bytes() == b"chunk0chunk1chunk2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]
 
 
 def _claim(args: tuple[str, int]) -> str:

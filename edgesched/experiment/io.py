@@ -12,8 +12,9 @@ import math
 import os
 import secrets
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -41,11 +42,24 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
     The file gets the permissions of a plain ``open(path, "w")``: 0666 minus the umask.
     """
+    atomic_write_with(path, lambda f: f.write(data))
+
+
+def atomic_write_with(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
+    """Atomically write whatever ``write`` writes into the binary file object it is given.
+
+    For large serializations (``torch.save`` of a checkpoint): they stream into the
+    temporary file instead of being assembled in memory first, so writing a file never
+    needs memory for extra copies of it. Same guarantees as :func:`atomic_write_bytes`.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _create_temp(path)
     try:
-        _write_fd(fd, data)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

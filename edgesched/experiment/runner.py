@@ -44,6 +44,7 @@ from .io import (
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
+    atomic_write_with,
     create_text_exclusive,
     git_commit,
     write_jsonl,
@@ -479,22 +480,19 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     console.start(trainer.updates, env_steps, wall_offset)
 
     def save_checkpoint() -> None:
-        buf = io.BytesIO()
-        torch.save(
-            {
-                "config": _comparable(cfg),
-                "trainer": trainer.state_dict(),
-                "vec": pickle.dumps(vec),
-                "metrics": metrics,
-                "env_steps": env_steps,
-                "wall_time": time.perf_counter() - t0,
-                "finished": finished,
-                "curve": curve,
-                "commit": commit,
-            },
-            buf,
-        )
-        atomic_write_bytes(ckpt_path, buf.getvalue())
+        state = {
+            "config": _comparable(cfg),
+            "trainer": trainer.state_dict(),
+            "vec": pickle.dumps(vec),
+            "metrics": metrics,
+            "env_steps": env_steps,
+            "wall_time": time.perf_counter() - t0,
+            "finished": finished,
+            "curve": curve,
+            "commit": commit,
+        }
+        # streamed to the file: a replay buffer of GBs is not copied in memory on the way
+        atomic_write_with(ckpt_path, lambda f: torch.save(state, f))
 
     curve_every = int(exp.get("curve_every", 0))
     curve_seeds = _curve_seeds(exp)
