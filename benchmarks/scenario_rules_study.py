@@ -1,0 +1,248 @@
+r"""Learners and heuristics under a scenario's optional rules, against its registered rules.
+
+A scenario option can change what the same workload asks of a scheduler (for example the
+original TapFinger code's rules on ``tapfinger-hetero6``: pending slots that refill only
+when the clock advances, a queued task charged to every agent that sees it, the contested
+task going to the largest pointer x fit). Records made under such options carry them
+(``env_overrides``) and form a table of their own: a learner trained under the rules is
+compared with the heuristics evaluated under the same rules, and, entry by entry, with its
+counterpart under the registered rules on the same workloads (evaluation seeds)::
+
+    python -m edgesched.leaderboard baselines --scenarios tapfinger-hetero6 \
+        --seeds 10000..10009 --override pending_refill=on_advance \
+        waiting_charge=every_viewer conflict_rule=fit_argmax \
+        --out leaderboards/studies/original_rules/tapfinger-hetero6_baselines.jsonl
+    for s in 0 1 2; do
+      python train.py +benchmark=tapfinger-hetero6 algo=tapfinger algo.team_reward=false \
+          algo.variant=orig experiment.total_env_steps=150000 \
+          +env.overrides.pending_refill=on_advance +env.overrides.waiting_charge=every_viewer \
+          +env.overrides.conflict_rule=fit_argmax seed=$s output_dir=outputs/tforig
+    done
+    python -m edgesched.leaderboard collect \
+        --runs outputs/tforig/runs/tapfinger-hetero6/tapfinger-orig_none \
+        --out leaderboards/studies/original_rules/tapfinger-hetero6_tapfinger-orig.jsonl
+    python benchmarks/scenario_rules_study.py \
+        --rules leaderboards/studies/original_rules/tapfinger-hetero6_baselines.jsonl \
+            leaderboards/studies/original_rules/tapfinger-hetero6_tapfinger-orig.jsonl \
+        --reference leaderboards/results \
+            leaderboards/studies/budget/tapfinger-hetero6_tapfinger-b150k.jsonl \
+        --pair tapfinger-orig=tapfinger-b150k \
+        --name original_rules_tfh6 --out benchmarks/results
+
+Every comparison is the reduction of mean JCT paired over the evaluation seeds (95%
+percentile bootstrap CI, ``studies.paired_reduction``). A pair across the two tables
+compares two systems on the same workloads under different rules: it says what the rules
+change for that scheduler, not which scheduler is better.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from _report import Report, cpu_name
+
+from edgesched.leaderboard.build import compute_rows
+from edgesched.leaderboard.records import group_tables, load_records
+from edgesched.leaderboard.studies import (
+    TAPFINGER_TARGET_BASELINES,
+    TAPFINGER_TARGET_JCT,
+    paired_reduction,
+    reduction_text,
+)
+from edgesched.leaderboard.table import Row
+
+
+def parse_pairs(items: list[str]) -> dict[str, str]:
+    """``["a=b", ...]`` as ``{a: b}``: the rules table's entry ``a`` against reference ``b``.
+
+    Raises:
+        ValueError: an item without exactly one ``=`` or with an empty side.
+    """
+    out = {}
+    for item in items:
+        parts = item.split("=")
+        if len(parts) != 2 or not all(parts):
+            raise ValueError(
+                f"--pair {item!r}: expected <entry under the rules>=<reference entry>, "
+                "e.g. tapfinger-orig=tapfinger-b150k"
+            )
+        out[parts[0]] = parts[1]
+    return out
+
+
+def one_table(records: list, what: str) -> tuple[str, list[Row]]:
+    """The only table (scenario, rows) among ``records``.
+
+    Raises:
+        SystemExit: none or several scenarios (the study compares one scenario's rules).
+    """
+    tables = group_tables(records)
+    if len(tables) != 1:
+        raise SystemExit(f"{what}: expected the records of one scenario, got {sorted(tables)}")
+    ((name, recs),) = tables.items()
+    return name, compute_rows(recs)
+
+
+def overrides_of(records: list) -> dict:
+    """The scenario overrides the records share (``group_tables`` checked they agree)."""
+    return dict(records[0].data.get("env_overrides") or {})
+
+
+def ci_cell(row: Row) -> str:
+    """``7.48 [7.31, 7.66]``: a row's mean JCT with its 95% CI."""
+    return f"{row.mean.value:.2f} [{row.mean.low:.2f}, {row.mean.high:.2f}]"
+
+
+def kind_cell(row: Row) -> str:
+    """``learned, 3 training seeds`` or ``heuristic``."""
+    return f"learned, {len(row.train_seeds)} training seeds" if row.learned else "heuristic"
+
+
+def target_text(learned: Row, best: Row) -> str:
+    """Whether ``learned`` is at least issue #22's TapFinger target below ``best``.
+
+    The test of ``leaderboards/tapfinger.md`` (``TAPFINGER_TARGET_JCT``): met when the
+    reduction's point estimate reaches it; the paired CI is given beside it.
+    """
+    e = paired_reduction(learned, best)
+    if e is None:
+        return f"{learned.algo} vs {best.algo}: not comparable (different evaluation seeds)"
+    verdict = "met" if e.value >= TAPFINGER_TARGET_JCT else "missed"
+    return (
+        f"{learned.algo} vs {best.algo}: {reduction_text(e)}; target (at least "
+        f"{TAPFINGER_TARGET_JCT:.0%} lower): {verdict}"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print (and write) the study's tables."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--rules", nargs="+", required=True, help="records (files or run dirs) under the rules"
+    )
+    p.add_argument(
+        "--reference",
+        nargs="+",
+        default=["leaderboards/results"],
+        help="records under the registered rules (the board, study files)",
+    )
+    p.add_argument(
+        "--pair",
+        nargs="*",
+        default=[],
+        help="<entry under the rules>=<reference entry> for entries whose names differ "
+        "(others are paired by name)",
+    )
+    p.add_argument(
+        "--baselines",
+        nargs="+",
+        default=list(TAPFINGER_TARGET_BASELINES),
+        help="heuristics each learned entry under the rules is compared with",
+    )
+    p.add_argument("--name", default="scenario_rules_study", help="results file name (no .md)")
+    p.add_argument("--out", default="")
+    args = p.parse_args(argv)
+    try:
+        pairs = parse_pairs(args.pair)
+    except ValueError as e:
+        p.error(str(e))
+    rep = Report(args.name, args.out)
+    t0 = time.perf_counter()
+
+    rule_recs = load_records(args.rules)
+    if not rule_recs:
+        p.error(f"--rules {args.rules}: no records found")
+    overrides = overrides_of(rule_recs)
+    if not overrides:
+        p.error("--rules: these records carry no scenario overrides; nothing to compare")
+    scenario, rows = one_table(rule_recs, "--rules")
+    all_ref = group_tables(load_records(args.reference))
+    if scenario not in all_ref:
+        p.error(f"--reference {args.reference}: no records of {scenario!r}")
+    ref_rows = {r.algo: r for r in compute_rows(all_ref[scenario]) if r.shield == "none"}
+    by_name = {r.algo: r for r in rows if r.shield == "none"}
+    missing = [b for b in args.baselines if b not in by_name]
+    if missing:
+        p.error(f"--baselines {missing}: not among the records under the rules")
+    unpaired = [a for a in pairs if a not in by_name]
+    if unpaired:
+        p.error(f"--pair names {unpaired}, not among the records under the rules")
+    absent = [b for b in pairs.values() if b not in ref_rows]
+    if absent:
+        p.error(f"--pair names {absent}, not among the reference records of {scenario!r}")
+
+    rule_text = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+    rep.print(
+        f"Machine: {cpu_name()}. Scenario {scenario} under {rule_text}; evaluation seeds "
+        f"{rows[0].eval_seeds[0]}..{rows[0].eval_seeds[-1]} ({len(rows[0].eval_seeds)}). Mean "
+        "JCT in slots with each entry's own 95% CI; comparisons paired over the evaluation "
+        "seeds (95% percentile bootstrap CI)."
+    )
+    rep.print()
+    rep.print("Under the rules:")
+    rep.print()
+    rep.print("| entry | kind | mean JCT [95% CI] | learning curve: budget, second half |")
+    rep.print("|---|---|---|---|")
+    for r in rows:
+        curve = (
+            f"{r.curve.points[-1][0]:,}: {r.curve.trend_text} {r.curve.verdict}"
+            if r.curve is not None
+            else "-"
+        )
+        rep.print(f"| {r.label} | {kind_cell(r)} | {ci_cell(r)} | {curve} |")
+    rep.print()
+
+    learned = [r for r in rows if r.learned]
+    if learned:
+        best = min((by_name[b] for b in args.baselines), key=lambda r: r.mean.value)
+        rep.print(
+            f"Each learned entry against {', '.join(args.baselines)} under the same rules "
+            f"(best of them: {best.algo}, {best.mean.value:.2f}):"
+        )
+        rep.print()
+        rep.print(
+            "| learned entry | heuristic | heuristic mean JCT | learned vs heuristic, paired |"
+        )
+        rep.print("|---|---|---|---|")
+        for r in learned:
+            for b in args.baselines:
+                h = by_name[b]
+                red = reduction_text(paired_reduction(r, h))
+                rep.print(f"| {r.algo} | {b} | {h.mean.value:.2f} | {red} |")
+        rep.print()
+        for r in learned:
+            rep.print(f"- {target_text(r, best)}")
+        rep.print()
+
+    lines = []
+    for r in rows:
+        if r.shield != "none":
+            continue
+        ref = ref_rows.get(pairs.get(r.algo, r.algo))
+        if ref is None:
+            continue
+        lines.append(
+            f"| {r.label} | {ref.algo} | {ci_cell(ref)} | {ci_cell(r)} | "
+            f"{reduction_text(paired_reduction(r, ref))} |"
+        )
+    if lines:
+        rep.print(
+            "What the rules change, scheduler by scheduler, on the same workloads (reference: "
+            "the registered rules):"
+        )
+        rep.print()
+        rep.print(
+            "| entry under the rules | reference entry | reference mean JCT | under the rules "
+            "| under the rules vs reference, paired |"
+        )
+        rep.print("|---|---|---|---|---|")
+        for line in lines:
+            rep.print(line)
+        rep.print()
+    rep.print(f"{time.perf_counter() - t0:.0f} s.")
+    rep.save()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""``benchmarks/scenario_rules_study.py``: schedulers under a scenario's optional rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import import_benchmark
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = ROOT / "leaderboards/studies/original_rules/tapfinger-hetero6_baselines.jsonl"
+B150K = ROOT / "leaderboards/studies/budget/tapfinger-hetero6_tapfinger-b150k.jsonl"
+ORIGINAL = {"pending_refill": "on_advance", "waiting_charge": "every_viewer"}
+
+
+@pytest.fixture(scope="module")
+def study():
+    return import_benchmark("scenario_rules_study")
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _scaled(rec: dict, factor: float, **changes) -> dict:
+    """A copy of ``rec`` with every episode's mean JCT times ``factor`` and ``changes``."""
+    out = json.loads(json.dumps(rec))
+    out.update(changes)
+    for ep in out["per_episode"]:
+        ep["jct_mean"] *= factor
+    return out
+
+
+def _write(path: Path, recs: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+@pytest.fixture()
+def files(tmp_path):
+    """Records under the rules, and the same systems under the registered rules.
+
+    The reference heuristics take twice as long and the reference learner (the committed
+    ``tapfinger-b150k`` records) is renamed and halved under the rules, so every paired
+    change is known exactly: 50% lower.
+    """
+    heur = [r for r in _records(RULES) if r["algo"] in ("optimus", "tiresias", "random")]
+    learned = _records(B150K)
+    ref = [_scaled(r, 2.0, env_overrides={}) for r in heur] + learned
+    rules = [_scaled(r, 1.0, env_overrides=ORIGINAL) for r in heur]
+    rules += [_scaled(r, 0.5, env_overrides=ORIGINAL, algo="tapfinger-orig") for r in learned]
+    return _write(tmp_path / "rules.jsonl", rules), _write(tmp_path / "ref.jsonl", ref)
+
+
+def test_pairs_by_name_and_by_pair_on_the_same_workloads(study, files, capsys):
+    rules, ref = files
+    study.main(
+        [
+            "--rules", str(rules), "--reference", str(ref),
+            "--pair", "tapfinger-orig=tapfinger-b150k",
+            "--baselines", "optimus", "tiresias",
+        ]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    for line in (
+        "| tapfinger-orig | tapfinger-b150k | 11.19 [10.72, 11.73] | 5.60",
+        "| optimus | optimus | 15.08",
+        "| tiresias | tiresias |",
+        "| random | random |",
+    ):
+        row = next(x for x in out.splitlines() if x.startswith(line))
+        assert row.endswith("| 50.0% lower [50.0%, 50.0%] |"), row
+    # the learner under the rules against the best of the heuristics asked for (optimus)
+    assert "best of them: optimus, 7.54" in out
+    assert "- tapfinger-orig vs optimus: 25.8% lower" in out
+    assert out.count("target (at least 30% lower): missed") == 1
+
+
+def test_target_verdict_follows_the_reduction(study, files, capsys):
+    rules, ref = files
+    faster = rules.with_name("faster.jsonl")
+    recs = [_scaled(r, 0.5) if r["algo"] == "tapfinger-orig" else r for r in _records(rules)]
+    _write(faster, recs)
+    study.main(["--rules", str(faster), "--reference", str(ref), "--baselines", "optimus"])
+    out = capsys.readouterr().out
+    assert "- tapfinger-orig vs optimus: 62.9% lower" in out
+    assert "target (at least 30% lower): met" in out
+    # no --pair: the renamed learner has no reference row of its own name
+    assert "| tapfinger-orig | tapfinger-b150k |" not in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--pair", "tapfinger-orig"], "expected <entry under the rules>=<reference entry>"),
+        (["--baselines", "optimus", "--pair", "x=tapfinger-b150k"], "--pair names ['x']"),
+        (
+            ["--baselines", "optimus", "--pair", "tapfinger-orig=x"],
+            "--pair names ['x'], not among the reference",
+        ),
+        (["--baselines", "nosuch"], "--baselines ['nosuch']: not among the records"),
+    ],
+)
+def test_bad_arguments_name_the_value(study, files, capsys, args, message):
+    rules, ref = files
+    with pytest.raises(SystemExit) as exc:
+        study.main(["--rules", str(rules), "--reference", str(ref), *args])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_records_without_overrides_are_refused(study, files, capsys):
+    _, ref = files
+    with pytest.raises(SystemExit):
+        study.main(["--rules", str(B150K), "--reference", str(ref)])
+    assert "carry no scenario overrides" in capsys.readouterr().err
