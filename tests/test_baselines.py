@@ -141,3 +141,14 @@ def test_min_alloc_no_better_than_optimus_on_tapfinger():
     assert ci.high >= 0, f"min_alloc {mn.mean():.2f} vs optimus {opt.mean():.2f}: CI {ci}"
     # ... and in fact Optimus is significantly better (large margin: about 28 vs 7.5 slots)
     assert ci.low > 0, f"min_alloc {mn.mean():.2f} vs optimus {opt.mean():.2f}: CI {ci}"
+
+
+def test_every_baseline_finishes_the_episode_under_on_advance_refill():
+    """Under the original TapFinger refill, slot 0 can stay empty while later slots hold
+    jobs; a baseline that served slot 0 alone (``local_only`` did) left jobs unfinished."""
+    sim = _sim("tapfinger-hetero6", invalid_action="raise", pending_refill="on_advance")
+    spec = EnvSpec.of(sim)
+    for name in list_baselines():
+        _play(make_baseline(name, spec, seed=0), sim, seed=10000)
+        m = sim.episode_metrics()
+        assert sim.terminated and m["jobs_unfinished"] == 0, (name, m["jobs_unfinished"])
