@@ -326,14 +326,18 @@ def test_help_shows_the_chosen_algorithms_own_hyperparameters():
         ("algo.shield_training=bogus", "postposed|preemptive"),
         ("algo.credit=bogus", "team|job"),
         ("algo.placement=bogus", "min_alloc|least_loaded|best_fit"),
+        ("algo.conflict_winner=bogus", "sampled|argmax"),
     ],
 )
 def test_algorithm_choices_name_the_key_the_value_and_what_is_allowed(override, allowed):
     from edgesched.experiment import ExperimentConfigError
 
-    algo = {"discount_unit": "dqn_central", "credit": "rlpto", "placement": "rlpto"}.get(
-        override.split("=")[0].split(".")[1], "srole"
-    )
+    algo = {
+        "discount_unit": "dqn_central",
+        "credit": "rlpto",
+        "placement": "rlpto",
+        "conflict_winner": "tapfinger",
+    }.get(override.split("=")[0].split(".")[1], "srole")
     with pytest.raises(ExperimentConfigError, match=rf"algo\.\w+='bogus'.*{allowed}"):
         validate(_compose([f"algo={algo}", override]))
 

@@ -251,6 +251,75 @@ def test_conflict_winner_follows_pointer_times_fit_softmax():
     assert n == 0 and keeps.tolist() == [True, True, False]
 
 
+def test_argmax_conflict_winner_is_pointer_times_raw_fit_and_draws_nothing():
+    task = np.array([7, 7, -1, 3])
+    ptr = np.array([0.6, 0.3, 1.0, 0.9])
+    fit = np.array([0.1, 0.3, -np.inf, 5.0])
+    # raw products 0.06 < 0.09: agent 1 wins; the softmax of close fits is nearly uniform,
+    # so the sampled rule's most probable winner is agent 0
+    for rng in (None, np.random.default_rng(0)):
+        before = None if rng is None else rng.bit_generator.state
+        keeps, n = resolve_conflicts(task, ptr, fit, rng, winner="argmax")
+        assert n == 1
+        assert keeps.tolist() == [False, True, False, True]
+        if rng is not None:
+            assert rng.bit_generator.state == before  # nothing drawn
+    soft, _ = resolve_conflicts(task, ptr, fit, None)
+    assert soft.tolist() == [True, False, False, True]
+    # ties go to the lowest agent, as the simulator's conflict_rule='fit_argmax'
+    keeps, _ = resolve_conflicts(
+        np.array([4, 4]), np.array([0.5, 0.25]), np.array([1.0, 2.0]), None, winner="argmax"
+    )
+    assert keeps.tolist() == [True, False]
+    with pytest.raises(ValueError, match=r"winner='best'.*sampled\|argmax"):
+        resolve_conflicts(task, ptr, fit, None, winner="best")
+
+
+def test_argmax_winner_matches_the_simulators_fit_argmax_rule():
+    """One rule on both sides: the learner's argmax winner, computed from the graph's
+    features, is the agent the simulator keeps under conflict_rule='fit_argmax' when the
+    same pointer probabilities come as conflict_weights."""
+    checked = 0
+    for seed in range(6):
+        sim = _busy("tapfinger-hetero6", steps=4 + seed, conflict_rule="fit_argmax")
+        graph = sim.graph()
+        slots = graph["ids"]["slots"]  # rows of the graph's pending type
+        jobs = sim.view().pending[:, 0]  # the simulator's job ids of slot 0
+        mask = sim.mask
+        l1 = sim.mask.shape[1] - 1
+        # every agent that can place its slot-0 task on its own node does, lowest level
+        own = mask[:, 1:].reshape(sim.num_agents, -1, l1 // sim.cfg.pending_slots)
+        acts = np.zeros(sim.num_agents, dtype=np.int64)
+        task = np.full(sim.num_agents, -1)
+        spec = EnvSpec.of(sim)
+        for a in range(sim.num_agents):
+            ok = np.flatnonzero(own[a, 0, : spec.num_levels])
+            if len(ok) and slots[a, 0] >= 0:
+                acts[a] = spec.action(0, 0, int(ok[0]))
+                task[a] = slots[a, 0]
+        if len(np.unique(task[task >= 0])) == (task >= 0).sum():
+            continue
+        ptr = np.random.default_rng(seed).uniform(0.1, 1.0, sim.num_agents)
+        fit = np.full(sim.num_agents, -np.inf)
+        placing = task >= 0
+        targets = graph["ids"]["targets"][np.arange(sim.num_agents), 0]
+        fit[placing] = resource_fit(graph, targets[placing], task[placing])
+        keeps, n = resolve_conflicts(task, ptr, fit, None, winner="argmax")
+        assert n > 0
+        sim.step(acts, conflict_weights=ptr)
+        nodes = sim.view().worker_nodes
+        for t in np.unique(task[placing]):
+            rivals = np.flatnonzero(task == t)
+            job = int(jobs[rivals[0]])
+            winner = rivals[keeps[rivals]]
+            assert len(winner) == 1
+            # the winner places on its own node (target 0), the losers place nothing
+            on = nodes[job][nodes[job] >= 0]
+            assert len(on) > 0 and (on == winner[0]).all(), (job, rivals, on, winner)
+        checked += 1
+    assert checked > 0
+
+
 def test_loser_allocation_term_is_excluded_from_the_loss():
     ptr_lp = torch.log_softmax(torch.randn(1, 2, 4, requires_grad=True), -1)
     alloc_lp = torch.log_softmax(torch.randn(1, 2, 3, 5), -1).requires_grad_()

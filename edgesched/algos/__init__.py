@@ -307,6 +307,10 @@ register_algorithm(
 
 
 # ---------------------------------------------------------------------------- TapFinger
+TAPFINGER_CONFLICT_WINNERS = ("sampled", "argmax")
+"""``algo.conflict_winner``: how TapFinger picks one winner among agents that chose one task."""
+
+
 @dataclass
 class TapFingerConfig(PPOConfig):
     """TapFinger (Li et al., INFOCOM'23): HGTConv over the graph view, pointer, PPO.
@@ -321,6 +325,10 @@ class TapFingerConfig(PPOConfig):
             agents) instead of each agent's own reward.
         work_conserving: TapFinger's pointer may defer only when no task of the agent's
             window fits (in training and at evaluation).
+        conflict_winner: who wins when agents chose one task: ``sampled`` (drawn in
+            proportion to pointer probability x softmax of the fit in training, the most
+            probable at evaluation) or ``argmax`` (the largest pointer probability x fit,
+            always; the original TapFinger code's rule).
     """
 
     name: str = "tapfinger"
@@ -331,6 +339,7 @@ class TapFingerConfig(PPOConfig):
     pointer: bool = True
     team_reward: bool = True
     work_conserving: bool = False
+    conflict_winner: str = "sampled"
 
 
 def _tapfinger(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:
@@ -417,6 +426,7 @@ register_algorithm(
 
 __all__ = [
     "RLPTO_PLACEMENTS",
+    "TAPFINGER_CONFLICT_WINNERS",
     "AlgorithmConfig",
     "AlgorithmEntry",
     "DQNCentralConfig",

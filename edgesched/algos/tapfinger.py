@@ -28,7 +28,12 @@ is the softmax over the competitors of ``min_r free_r / min_demand_r`` on each c
 chosen target (greedy evaluation takes the most probable winner). Only the winner places;
 the losers defer in the environment, and their allocation term is excluded from the PPO loss
 (they keep their pointer term: selecting a contested task is a decision with consequences).
-Conflicts are counted per update.
+Conflicts are counted per update. With ``algo.conflict_winner=argmax`` the winner is,
+in training and at evaluation, the largest ``pointer probability x fit`` with the raw fit
+(no softmax) and nothing drawn: the original TapFinger code's rule, the learner's side of
+the scenario option ``conflict_rule='fit_argmax'``. The learner resolves its agents'
+contests before the step, so the scenario's ``conflict_rule`` never sees one of them; the
+algorithm key is what selects the original's rule for TapFinger.
 
 **Reward** (``algo.team_reward``, on by default in ``conf/algo/tapfinger.yaml``): each agent
 learns from the mean of all agents' rewards. The simulator charges a queued job to its home
@@ -67,6 +72,7 @@ from torch import nn
 from edgesched.envs.core import NODE_FEATURES
 from edgesched.policy import EnvSpec
 
+from . import TAPFINGER_CONFLICT_WINNERS
 from .common import (
     PPOEpochs,
     RunningMeanStd,
@@ -105,6 +111,7 @@ def resolve_conflicts(
     ptr_prob: np.ndarray,
     fit: np.ndarray,
     rng: np.random.Generator | None,
+    winner: str = "sampled",
 ) -> tuple[np.ndarray, int]:
     """Pick one winner per contested task.
 
@@ -114,11 +121,18 @@ def resolve_conflicts(
         fit: (N,) each agent's resource fit for its chosen task and target.
         rng: draws the winner in proportion to ``ptr_prob x softmax(fit)``; ``None`` takes
             the most probable winner (greedy evaluation; ties to the lowest agent index).
+        winner: ``sampled`` (the above) or ``argmax``: the largest ``ptr_prob x fit``
+            (raw fit, the original TapFinger code's rule), with or without ``rng``; ties
+            to the lowest agent index, as ``conflict_rule='fit_argmax'`` in the simulator.
 
     Returns:
         ``(keeps, contested)``: (N,) True for agents whose placement stands (all
         non-contested placers and each contest's winner); number of contested tasks.
     """
+    if winner not in TAPFINGER_CONFLICT_WINNERS:
+        raise ValueError(
+            f"winner={winner!r} is not allowed; use {'|'.join(TAPFINGER_CONFLICT_WINNERS)}"
+        )
     keeps = task >= 0
     contested = 0
     placing = np.flatnonzero(keeps)
@@ -129,11 +143,14 @@ def resolve_conflicts(
         rivals = placing[task[placing] == t]
         # a resource the task does not need gives an infinite ratio: cap it
         f = np.nan_to_num(fit[rivals], posinf=1e6, neginf=-1e6)
-        soft = np.exp(f - f.max())
-        soft /= soft.sum()
-        w = ptr_prob[rivals] * soft
-        w = w / w.sum() if w.sum() > 0 else np.full(len(rivals), 1.0 / len(rivals))
-        win = int(np.argmax(w)) if rng is None else int(rng.choice(len(rivals), p=w))
+        if winner == "argmax":
+            win = int(np.argmax(ptr_prob[rivals] * f))
+        else:
+            soft = np.exp(f - f.max())
+            soft /= soft.sum()
+            w = ptr_prob[rivals] * soft
+            w = w / w.sum() if w.sum() > 0 else np.full(len(rivals), 1.0 / len(rivals))
+            win = int(np.argmax(w)) if rng is None else int(rng.choice(len(rivals), p=w))
         keeps[rivals] = False
         keeps[rivals[win]] = True
         contested += 1
@@ -290,6 +307,8 @@ class TapFingerTrainer:
         self.pointer = bool(cfg.pointer)
         self.team_reward = bool(cfg.team_reward)
         self.work_conserving = bool(getattr(cfg, "work_conserving", False))
+        # a stored config from before the key ran the sampled rule
+        self.conflict_winner = str(getattr(cfg, "conflict_winner", "sampled"))
         self.opt = torch.optim.Adam(self.actor.parameters(), lr=float(cfg.lr), eps=1e-5)
         self.value_rms = RunningMeanStd()
         self.gen = torch.Generator().manual_seed(seed)
@@ -415,7 +434,11 @@ class TapFingerTrainer:
             ok = task >= 0
             fit[ok] = resource_fit(graph, target[ok], task[ok])
             keep[i], conflicts[i] = resolve_conflicts(
-                task, lp_ptr[i].exp().numpy(), fit, None if greedy else self.rng
+                task,
+                lp_ptr[i].exp().numpy(),
+                fit,
+                None if greedy else self.rng,
+                self.conflict_winner,
             )
         actions = np.where(keep, 1 + (choice_np - 1) * self.spec.num_targets * l1 + aidx_np, 0)
         logp = two_phase_logp(ptr, a_all, choice, aidx, torch.from_numpy(keep).float())

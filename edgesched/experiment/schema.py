@@ -22,7 +22,7 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from edgesched.algos import RLPTO_PLACEMENTS
+from edgesched.algos import RLPTO_PLACEMENTS, TAPFINGER_CONFLICT_WINNERS
 from edgesched.algos.base import AlgorithmConfig
 from edgesched.protocol import MAX_ENV_COPIES, MAX_EVAL_EPISODES, MAX_EVAL_SEED
 
@@ -474,6 +474,7 @@ def _check_algo(a: DictConfig, shield: str) -> None:
         ("discount_unit", ("decision", "slot")),
         ("credit", ("team", "job")),
         ("placement", RLPTO_PLACEMENTS),
+        ("conflict_winner", TAPFINGER_CONFLICT_WINNERS),
     ):
         if key in a:
             _check(a[key] in allowed, f"algo.{key}", a[key], f"use {'|'.join(allowed)}")
