@@ -42,7 +42,7 @@ import time
 
 from _report import Report, cpu_name
 
-from edgesched.leaderboard.build import compute_rows
+from edgesched.leaderboard.build import compute_rows, merge_identical
 from edgesched.leaderboard.records import group_tables, load_records
 from edgesched.leaderboard.studies import (
     TAPFINGER_TARGET_BASELINES,
@@ -160,8 +160,17 @@ def main(argv: list[str] | None = None) -> None:
     all_ref = group_tables(load_records(args.reference))
     if scenario not in all_ref:
         p.error(f"--reference {args.reference}: no records of {scenario!r}")
-    ref_rows = {r.algo: r for r in compute_rows(all_ref[scenario]) if r.shield == "none"}
+    ref_all = compute_rows(all_ref[scenario])
+    ref_rows = {r.algo: r for r in ref_all if r.shield == "none"}
+    # as on the boards, heuristics with identical records on every episode are one row
+    ref_label = {
+        name: r.label
+        for r in merge_identical(ref_all)
+        if r.shield == "none"
+        for name in (r.algo, *r.aliases)
+    }
     by_name = {r.algo: r for r in rows if r.shield == "none"}
+    rows = merge_identical(rows)
     missing = [b for b in args.baselines if b not in by_name]
     if missing:
         p.error(f"--baselines {missing}: not among the records under the rules")
@@ -223,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
         if ref is None:
             continue
         lines.append(
-            f"| {r.label} | {ref.algo} | {ci_cell(ref)} | {ci_cell(r)} | "
+            f"| {r.label} | {ref_label[ref.algo]} | {ci_cell(ref)} | {ci_cell(r)} | "
             f"{reduction_text(paired_reduction(r, ref))} |"
         )
     if lines:

@@ -115,3 +115,19 @@ def test_records_without_overrides_are_refused(study, files, capsys):
     with pytest.raises(SystemExit):
         study.main(["--rules", str(B150K), "--reference", str(ref)])
     assert "carry no scenario overrides" in capsys.readouterr().err
+
+
+def test_heuristics_with_identical_records_share_one_row(study, tmp_path, capsys):
+    """As on the boards (``merge_identical``): one row, both names, on each side."""
+    heur = [r for r in _records(RULES) if r["algo"] in ("optimus", "random")]
+    twin = _scaled(next(r for r in heur if r["algo"] == "random"), 1.0, algo="zz_twin")
+    rules = _write(tmp_path / "rules.jsonl", [*heur, twin])
+    ref = _write(
+        tmp_path / "ref.jsonl",
+        [_scaled(r, 2.0, env_overrides={}) for r in (*heur, twin)],
+    )
+    study.main(["--rules", str(rules), "--reference", str(ref), "--baselines", "optimus"])
+    out = capsys.readouterr().out
+    assert "| random = zz_twin | heuristic |" in out
+    assert "| random = zz_twin | random = zz_twin |" in out
+    assert "| zz_twin " not in out
