@@ -392,7 +392,9 @@ def render_tapfinger(tables: dict[str, list[Row]]) -> str | None:
         "original's rules are options of the scenario (`pending_refill='on_advance'`, "
         "`waiting_charge='every_viewer'`, and `conflict_rule='fit_argmax'` for the winner "
         "of a contested task: the largest pointer probability x fit instead of a draw "
-        "in proportion to the fit's softmax).",
+        "in proportion to the fit's softmax; TapFinger resolves its own agents' contests, "
+        "so it takes that rule from `algo.conflict_winner=argmax`), and "
+        "`benchmarks/scenario_rules_study.py` compares the schedulers under them.",
         "",
         "Reproduce: the commands in `conf/algo/tapfinger.yaml` and "
         "`conf/benchmark/tapfinger-hetero6.yaml`, then `python -m edgesched.leaderboard "
