@@ -292,8 +292,8 @@ def replay_state(buf: ReplayBuffer) -> dict[str, Any]:
     The rows are tensors sharing the buffer's memory, which ``torch.save`` writes as they
     are. Pickling the buffer object instead serialized its whole allocation, rows never
     written included, as one ``bytes`` copy, which ``torch.save`` copied again: on
-    ``tapfinger-hetero6`` (1.5 GB of transitions) a checkpoint took 10.4 GB and the kernel
-    killed the run.
+    ``tapfinger-hetero6`` a checkpoint of a 1.35 GiB buffer peaked at 9.97 GiB and the
+    kernel killed a run (``benchmarks/checkpoint_memory.py``).
     """
     rows = buf.buffer_size if buf.full else buf.pos
     arrays = {k: torch.from_numpy(v[:rows]) for k, v in _buffer_arrays(buf).items()}

@@ -76,7 +76,8 @@ class LocalOnlyScheduler(Scheduler):
     occupied slot is slot 0 whenever any is occupied. Under ``'on_advance'`` a placed job
     leaves its slot empty, and the refill puts no job in two slots of one agent: once the
     queue is all in slots, slot 0 can stay empty for the rest of the episode, so serving
-    slot 0 alone left 22.5 of 384 jobs per episode unfinished on ``tapfinger-hetero6``.
+    slot 0 alone left 21.7 of 384 jobs per episode unfinished on ``tapfinger-hetero6``
+    under the original TapFinger rules (10 held-out seeds; the records of e041817).
     """
 
     name = "local_only"
