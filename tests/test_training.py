@@ -320,13 +320,13 @@ def test_checkpoint_min_seconds_spaces_checkpoints_without_changing_results(tmp_
     import edgesched.experiment.runner as runner_mod
 
     writes: list[str] = []
-    real = runner_mod.atomic_write_bytes
+    real = runner_mod.atomic_write_with  # checkpoints stream through it
 
-    def counting(path, data):
+    def counting(path, write):
         writes.append(Path(path).name)
-        real(path, data)
+        real(path, write)
 
-    monkeypatch.setattr(runner_mod, "atomic_write_bytes", counting)
+    monkeypatch.setattr(runner_mod, "atomic_write_with", counting)
     run(make_cfg(tmp_path / "a", total_env_steps=96))  # 3 updates, min 0 s
     assert writes.count("last.pt") == 3
     writes.clear()
