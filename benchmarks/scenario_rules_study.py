@@ -41,6 +41,7 @@ import argparse
 import time
 
 from _report import Report, cpu_name
+from variant_study import ci_cell
 
 from edgesched.leaderboard.build import compute_rows, merge_identical
 from edgesched.leaderboard.records import group_tables, load_records
@@ -87,11 +88,6 @@ def one_table(records: list, what: str) -> tuple[str, list[Row]]:
 def overrides_of(records: list) -> dict:
     """The scenario overrides the records share (``group_tables`` checked they agree)."""
     return dict(records[0].data.get("env_overrides") or {})
-
-
-def ci_cell(row: Row) -> str:
-    """``7.48 [7.31, 7.66]``: a row's mean JCT with its 95% CI."""
-    return f"{row.mean.value:.2f} [{row.mean.low:.2f}, {row.mean.high:.2f}]"
 
 
 def kind_cell(row: Row) -> str:

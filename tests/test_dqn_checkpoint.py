@@ -52,7 +52,8 @@ def test_replay_rows_round_trip_through_torch_save(added, rows, full):
     _fill(tr, added)
     buf = tr.model.replay_buffer
     state = replay_state(buf)
-    assert state["rows"] == rows and state["full"] is full and state["pos"] == added % 8
+    assert state["full"] is full and state["pos"] == added % 8
+    assert all(len(t) == rows for t in state["arrays"].values())
     # only the written rows travel (the slot discounts too: they are per transition)
     per_transition = ("observations", "next_observations", "actions", "rewards", "dones")
     per_transition += ("timeouts", "discount")

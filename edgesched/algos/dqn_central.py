@@ -297,7 +297,7 @@ def replay_state(buf: ReplayBuffer) -> dict[str, Any]:
     """
     rows = buf.buffer_size if buf.full else buf.pos
     arrays = {k: torch.from_numpy(v[:rows]) for k, v in _buffer_arrays(buf).items()}
-    return {"pos": int(buf.pos), "full": bool(buf.full), "rows": rows, "arrays": arrays}
+    return {"pos": int(buf.pos), "full": bool(buf.full), "arrays": arrays}
 
 
 def restore_replay(buf: ReplayBuffer, state: dict[str, Any]) -> None:
@@ -309,16 +309,15 @@ def restore_replay(buf: ReplayBuffer, state: dict[str, Any]) -> None:
     own = _buffer_arrays(buf)
     saved = state["arrays"]
     if set(saved) != set(own) or any(
-        tuple(t.shape[1:]) != own[k].shape[1:] for k, t in saved.items()
+        tuple(t.shape[1:]) != own[k].shape[1:] or len(t) > len(own[k]) for k, t in saved.items()
     ):
         raise ValueError(
             "checkpoint's replay buffer does not fit this trainer's: arrays "
             f"{ {k: tuple(t.shape) for k, t in saved.items()} } against "
             f"{ {k: v.shape for k, v in own.items()} }"
         )
-    rows = int(state["rows"])
     for k, t in saved.items():
-        own[k][:rows] = t.numpy()
+        own[k][: len(t)] = t.numpy()
     buf.pos, buf.full = int(state["pos"]), bool(state["full"])
 
 

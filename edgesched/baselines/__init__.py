@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgesched.envs.view import ObsLayout
 from edgesched.policy import EnvSpec, Scheduler
 
 _REGISTRY: dict[str, type[Scheduler]] = {}
@@ -84,9 +83,10 @@ class LocalOnlyScheduler(Scheduler):
 
     def act(self, obs, mask, state, graph=None) -> np.ndarray:
         """Place the first occupied slot's task locally at the lowest feasible level."""
-        n, p = mask.shape[0], self.spec.pending_slots
-        f = self.spec.job_features
-        lay = ObsLayout.build(p, self.spec.num_targets, f, self.spec.num_priorities)
+        from .heuristics import obs_layout  # heuristics registers through this module
+
+        n, p, f = mask.shape[0], self.spec.pending_slots, self.spec.job_features
+        lay = obs_layout(self.spec)
         present = obs[:, lay.jobs].reshape(n, p, f)[..., lay.job_present] > 0
         slot = present.argmax(axis=1)  # 0 when no slot is occupied (then nothing fits)
         own = self.spec.placement_mask(mask)[np.arange(n), slot, 0, :]  # (N, L): own node

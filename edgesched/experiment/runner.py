@@ -23,7 +23,6 @@ console shows the run's progress and result (:mod:`edgesched.experiment.console`
 
 from __future__ import annotations
 
-import io
 import pickle
 import time
 import uuid
@@ -41,7 +40,6 @@ from edgesched.envs.handle import ScenarioHandle, resolve_scenario
 from .console import TrainingConsole
 from .evaluation import evaluate_scheduler, evaluate_trainer, make_record
 from .io import (
-    atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
     atomic_write_with,
@@ -549,20 +547,16 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     # the trained actor alone (kilobytes, unlike the resumable checkpoint): what leaderboard
     # validation reloads to re-evaluate this entry
-    buf = io.BytesIO()
-    torch.save(
-        {
-            "actor": trainer.actor.state_dict(),
-            "algo": OmegaConf.to_container(cfg.algo),
-            # the versioned id: the policy keeps its version after the scenario moves on
-            "env": scenario.id,
-            "overrides": scenario.overrides_dict(),
-            "shield": cfg.shield.name,
-            "shield_kwargs": shield_kwargs(cfg.shield),
-        },
-        buf,
-    )
-    atomic_write_bytes(run_dir / "policy.pt", buf.getvalue())
+    policy = {
+        "actor": trainer.actor.state_dict(),
+        "algo": OmegaConf.to_container(cfg.algo),
+        # the versioned id: the policy keeps its version after the scenario moves on
+        "env": scenario.id,
+        "overrides": scenario.overrides_dict(),
+        "shield": cfg.shield.name,
+        "shield_kwargs": shield_kwargs(cfg.shield),
+    }
+    atomic_write_with(run_dir / "policy.pt", lambda f: torch.save(policy, f))
     record = _evaluate_and_record(
         cfg, scenario, trainer, list(exp.eval_seeds), int(exp.eval_episodes), _comparable(cfg)
     )
