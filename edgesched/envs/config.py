@@ -192,7 +192,8 @@ class SimConfig:
     tapfinger_min_demand: tuple[tuple[str, float, float], ...] = ()
     """``progress_model='tapfinger'``: (type, cpu, gpu) minimum requirements per task type
     (the original code's per-type ``job_min_requirement``); types not listed need the
-    constant (2 cores, 1 GPU)."""
+    constant (2 cores, 1 GPU), which is also what the original's six-agent setting gives
+    both types (:data:`edgesched.envs.progress.TAPFINGER_MIN_DEMAND`)."""
     progress_model: str = "profile"
     """``profile``: measured throughput/convergence. ``tapfinger``: the original
     TapFinger environment's formulas (:mod:`edgesched.envs.progress`)."""

@@ -37,6 +37,11 @@ EdgeClusterSim = Any
 TAPFINGER_MODELS = ("IMG", "LM")
 """TapFinger's job types; only used with ``progress_model='tapfinger'``."""
 TAPFINGER_MIN_DEMAND = (2.0, 1.0, 0.0)
+"""Minimum (cpu, gpu, mem) of a TapFinger task. The original code's settings give every
+type the same minimum: (2 CPUs, 1 GPU) for IMG and LM in its six-agent heterogeneous setting
+(``job_min_requirement`` in ``img/hetero_6_agent/config.py`` and ``utils/config.py`` of
+github.com/nooblyh/TapFinger at 008b4f1), (1, 1) for all three types in its trace setting.
+Memory is not a TapFinger resource."""
 
 
 class ProgressModel:
