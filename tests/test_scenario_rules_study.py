@@ -131,3 +131,39 @@ def test_heuristics_with_identical_records_share_one_row(study, tmp_path, capsys
     assert "| random = zz_twin | heuristic |" in out
     assert "| random = zz_twin | random = zz_twin |" in out
     assert "| zz_twin " not in out
+
+
+def _row(algo: str, scores: list[list[float]], seeds: list[int]):
+    """The fields of a leaderboard row the single-run spread reads."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(algo=algo, seed_scores=scores, eval_seeds=seeds)
+
+
+def test_single_runs_are_each_training_seed_on_each_workload(study):
+    # two workloads: the baseline takes 10 and 8 slots; a reduction exactly at 40% counts
+    learned = _row("tf", [[5.0, 8.0], [6.0, 4.0]], [1, 2])
+    best = _row("optimus", [[10.0, 8.0]], [1, 2])
+    red = study.single_workload_reductions(learned, best)
+    assert red.ravel().tolist() == pytest.approx([0.5, 0.0, 0.4, 0.5])
+    line = study.single_workload_line(learned, best)
+    assert line == "| tf | 4 | 0.0% | 45.0% | 50.0% | 3 of 4 | 3 of 4 |"
+    # against the baseline's mean over its runs on each workload
+    two = _row("optimus", [[9.0, 7.0], [11.0, 9.0]], [1, 2])
+    assert study.single_workload_reductions(learned, two).ravel().tolist() == pytest.approx(
+        red.ravel().tolist()
+    )
+
+
+def test_single_runs_refuse_rows_on_different_workloads(study):
+    with pytest.raises(ValueError, match=r"tf and optimus were evaluated on different seeds"):
+        study.single_workload_reductions(_row("tf", [[1.0]], [1]), _row("optimus", [[1.0]], [2]))
+
+
+def test_single_runs_table_is_on_the_page(study, files, capsys):
+    rules, ref = files
+    study.main(["--rules", str(rules), "--reference", str(ref), "--baselines", "optimus"])
+    out = capsys.readouterr().out
+    assert "Single runs (one training seed on one workload) against optimus's mean" in out
+    # 3 training seeds x 10 held-out workloads
+    assert next(x for x in out.splitlines() if x.startswith("| tapfinger-orig | 30 |"))
