@@ -29,6 +29,11 @@ counterpart under the registered rules on the same workloads (evaluation seeds):
         --pair tapfinger-orig=tapfinger-b150k \
         --name original_rules_tfh6 --out benchmarks/results
 
+``--versus a=b`` compares two entries under the same rules (a learner setting or a longer
+budget, e.g. ``tapfinger-orig-b600k=tapfinger-orig-b300k``). A table of single runs (one
+training seed on one workload, against the best baseline's mean on that workload) gives
+the spread a one-workload figure such as the original code's can take.
+
 Every comparison is the reduction of mean JCT paired over the evaluation seeds (95%
 percentile bootstrap CI, ``studies.paired_reduction``). A pair across the two tables
 compares two systems on the same workloads under different rules: it says what the rules
@@ -55,20 +60,25 @@ from edgesched.leaderboard.studies import (
 from edgesched.leaderboard.table import Row
 
 
-def parse_pairs(items: list[str]) -> dict[str, str]:
-    """``["a=b", ...]`` as ``{a: b}``: the rules table's entry ``a`` against reference ``b``.
+def parse_pairs(
+    items: list[str],
+    flag: str = "--pair",
+    form: str = "<entry under the rules>=<reference entry>, e.g. tapfinger-orig=tapfinger-b150k",
+) -> dict[str, str]:
+    """``["a=b", ...]`` as ``{a: b}``.
+
+    For ``--pair``, the rules table's entry ``a`` against reference ``b``; for ``--versus``,
+    two entries under the rules.
 
     Raises:
-        ValueError: an item without exactly one ``=`` or with an empty side.
+        ValueError: an item without exactly one ``=`` or with an empty side; the message
+            names ``flag``, the item and ``form``.
     """
     out = {}
     for item in items:
         parts = item.split("=")
         if len(parts) != 2 or not all(parts):
-            raise ValueError(
-                f"--pair {item!r}: expected <entry under the rules>=<reference entry>, "
-                "e.g. tapfinger-orig=tapfinger-b150k"
-            )
+            raise ValueError(f"{flag} {item!r}: expected {form}")
         out[parts[0]] = parts[1]
     return out
 
@@ -173,6 +183,13 @@ def main(argv: list[str] | None = None) -> None:
         "(others are paired by name)",
     )
     p.add_argument(
+        "--versus",
+        nargs="*",
+        default=[],
+        help="<entry>=<other entry>, both under the rules: a change of learner or budget "
+        "measured under the same rules, paired",
+    )
+    p.add_argument(
         "--baselines",
         nargs="+",
         default=list(TAPFINGER_TARGET_BASELINES),
@@ -183,6 +200,9 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     try:
         pairs = parse_pairs(args.pair)
+        versus = parse_pairs(
+            args.versus, "--versus", "<entry>=<other entry>, e.g. tapfinger-orig-g1=tapfinger-orig"
+        )
     except ValueError as e:
         p.error(str(e))
     rep = Report(args.name, args.out)
@@ -215,6 +235,9 @@ def main(argv: list[str] | None = None) -> None:
     unpaired = [a for a in pairs if a not in by_name]
     if unpaired:
         p.error(f"--pair names {unpaired}, not among the records under the rules")
+    unknown = [n for kv in versus.items() for n in kv if n not in by_name]
+    if unknown:
+        p.error(f"--versus names {unknown}, not among the records under the rules")
     absent = [b for b in pairs.values() if b not in ref_rows]
     if absent:
         p.error(f"--pair names {absent}, not among the reference records of {scenario!r}")
@@ -274,6 +297,19 @@ def main(argv: list[str] | None = None) -> None:
         rep.print("|---|---|---|---|---|---|---|")
         for r in learned:
             rep.print(single_workload_line(r, best))
+        rep.print()
+
+    if versus:
+        rep.print("Under the rules, entry against entry on the same workloads:")
+        rep.print()
+        rep.print("| entry | mean JCT [95% CI] | against | its mean JCT | entry vs it, paired |")
+        rep.print("|---|---|---|---|---|")
+        for a, b in versus.items():
+            ra, rb = by_name[a], by_name[b]
+            rep.print(
+                f"| {a} | {ci_cell(ra)} | {b} | {ci_cell(rb)} | "
+                f"{reduction_text(paired_reduction(ra, rb))} |"
+            )
         rep.print()
 
     lines = []

@@ -167,3 +167,42 @@ def test_single_runs_table_is_on_the_page(study, files, capsys):
     assert "Single runs (one training seed on one workload) against optimus's mean" in out
     # 3 training seeds x 10 held-out workloads
     assert next(x for x in out.splitlines() if x.startswith("| tapfinger-orig | 30 |"))
+
+
+def test_versus_compares_two_entries_under_the_rules(study, files, tmp_path, capsys):
+    rules, ref = files
+    # a second learner under the rules taking 3/4 of tapfinger-orig's time on every episode
+    recs = _records(rules)
+    orig = [r for r in recs if r["algo"] == "tapfinger-orig"]
+    both = _write(
+        tmp_path / "both.jsonl", recs + [_scaled(r, 0.75, algo="tapfinger-orig-g1") for r in orig]
+    )
+    study.main(
+        [
+            "--rules", str(both), "--reference", str(ref), "--baselines", "optimus",
+            "--versus", "tapfinger-orig-g1=tapfinger-orig",
+        ]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert "Under the rules, entry against entry on the same workloads:" in out
+    row = next(x for x in out.splitlines() if x.startswith("| tapfinger-orig-g1 | 4.20"))
+    assert "| tapfinger-orig | 5.60" in row
+    assert row.endswith("| 25.0% lower [25.0%, 25.0%] |"), row
+
+
+@pytest.mark.parametrize(
+    ("versus", "message"),
+    [
+        ("tapfinger-orig", "--versus 'tapfinger-orig': expected <entry>=<other entry>"),
+        ("tapfinger-orig=nosuch", "--versus names ['nosuch'], not among the records"),
+    ],
+)
+def test_versus_errors_name_the_value(study, files, capsys, versus, message):
+    rules, ref = files
+    with pytest.raises(SystemExit) as exc:
+        study.main(
+            ["--rules", str(rules), "--reference", str(ref), "--baselines", "optimus",
+             "--versus", versus]
+        )  # fmt: skip
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
