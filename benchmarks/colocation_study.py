@@ -7,19 +7,25 @@ premise under each collision model, on the same held-out workloads:
 * ``timeshare`` (the v0 rule): an overloaded node time-shares perfectly;
 * ``measured`` (``edgesched.envs.colocation``): shared GPUs at Gavel's measured pair
   throughputs (failing pairs crash the newer job), Muri's interleaving multipliers, Synergy's
-  CPU curves, host-memory crashes, checkpoint/restart costs; swept over the one unmeasured
-  parameter, ``unmeasured_gpu_share`` (how well a Jetson-class GPU without measurements
-  time-slices; 1.0 is the default assumption), which is also its sensitivity sweep.
+  CPU curves, host-memory crashes, checkpoint/restart costs, at the scenario's settings;
+* the sensitivity sweep of the measured model's assumed parameters, one at a time around
+  the scenario's settings: ``unmeasured_gpu_share`` (how well a Jetson-class GPU without
+  measurements time-slices; 1.0 by default), ``checkpoint_interval`` (slots of running
+  between checkpoints, which sets the work a crash loses; 10 by default; 0: never) and the
+  measured GPU class that stands in for the ``gpu_server`` tier's T4 (P100 by default,
+  ``tier_gpu_classes``).
 
 For each (scenario, model, heuristic) it reports the unshielded and the central-shielded
 mean JCT over the held-out seeds with 95% t-intervals over seeds, the shield's relative
-change, whether the two intervals are disjoint, and the 95% interval of the paired
-per-workload difference (shielded minus unshielded). It changes no registered scenario.
+change, whether the two intervals are disjoint, the 95% interval of the paired per-workload
+difference (shielded minus unshielded), and what crashes cost the unshielded heuristic per
+episode (crashes, slots of work lost, restart seconds). It changes no registered scenario.
 
 Usage::
 
     python benchmarks/colocation_study.py                 # edge50-highload and edge50, 5 seeds
     python benchmarks/colocation_study.py --scenarios edge50 --seeds 3
+    python benchmarks/colocation_study.py --shares 1 --checkpoints --t4-as   # no sweep
     python benchmarks/colocation_study.py --out benchmarks/results   # + colocation_study.md
 """
 
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -50,12 +57,67 @@ def ci95(x: list[float]) -> tuple[float, float, float]:
     return m, m - h, m + h
 
 
+def models_to_run(
+    shares: list[float], checkpoints: list[int], t4_as: list[str], defaults: Any
+) -> list[tuple[str, dict[str, Any]]]:
+    """The collision models of the study: timeshare, measured, and the one-at-a-time sweep.
+
+    Args:
+        shares: ``unmeasured_gpu_share`` values to sweep.
+        checkpoints: ``checkpoint_interval`` values to sweep.
+        t4_as: measured GPU classes to try for the ``gpu_server`` tier.
+        defaults: the scenario's configuration (a swept value equal to it is the
+            ``measured`` row, not repeated).
+
+    Returns:
+        ``(label, overrides)`` pairs, ``timeshare`` and ``measured`` first.
+    """
+    from edgesched.envs.colocation import TIER_GPU_CLASS
+
+    out = [
+        ("timeshare", {"collision_mode": "timeshare"}),
+        ("measured", {"collision_mode": "measured"}),
+    ]
+    for s in shares:
+        if s != defaults.unmeasured_gpu_share:
+            out.append(
+                (
+                    f"measured, unmeasured_gpu_share={s:g}",
+                    {"collision_mode": "measured", "unmeasured_gpu_share": s},
+                )
+            )
+    for c in checkpoints:
+        if c != defaults.checkpoint_interval:
+            out.append(
+                (
+                    f"measured, checkpoint_interval={c}",
+                    {"collision_mode": "measured", "checkpoint_interval": c},
+                )
+            )
+    for cls in t4_as:
+        if cls != TIER_GPU_CLASS["gpu_server"]:
+            out.append(
+                (
+                    f"measured, gpu_server T4 as {cls}",
+                    {"collision_mode": "measured", "tier_gpu_classes": (("gpu_server", cls),)},
+                )
+            )
+    return out
+
+
 def main() -> None:
     """Print (and optionally write) the shield's effect under each collision model."""
+    from edgesched.envs.config_checks import MEASURED_GPU_CLASSES
+    from edgesched.envs.scenarios import get_scenario
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scenarios", nargs="+", default=["edge50-highload", "edge50"])
     p.add_argument("--baselines", nargs="+", default=["least_loaded", "random"])
-    p.add_argument("--shares", nargs="+", type=float, default=[0.5, 1.0, 1.5])
+    p.add_argument("--shares", nargs="*", type=float, default=[0.5, 1.5])
+    p.add_argument("--checkpoints", nargs="*", type=int, default=[0, 3, 30])
+    p.add_argument(
+        "--t4-as", nargs="*", default=["k80", "v100"], choices=list(MEASURED_GPU_CLASSES)
+    )
     p.add_argument("--seeds", type=int, default=5, help="held-out seeds from 10000")
     p.add_argument("--out", default="", help="directory for colocation_study.md")
     args = p.parse_args()
@@ -66,18 +128,12 @@ def main() -> None:
     rep.print(
         "| scenario | collision model | heuristic | JCT unshielded [95% CI] | "
         "JCT central shield [95% CI] | shield effect | CIs disjoint | paired difference "
-        "[95% CI] | crashes/episode (unshielded) |"
+        "[95% CI] | crashes | work lost (slots) | restart (s) |"
     )
-    rep.print("|---|---|---|---|---|---:|---|---|---:|")
-    models = [("timeshare", {"collision_mode": "timeshare"})] + [
-        (
-            f"measured, unmeasured_gpu_share={s:g}",
-            {"collision_mode": "measured", "unmeasured_gpu_share": s},
-        )
-        for s in args.shares
-    ]
+    rep.print("|---|---|---|---|---|---:|---|---|---:|---:|---:|")
     for name in args.scenarios:
-        for label, overrides in models:
+        defaults = get_scenario(name).config()
+        for label, overrides in models_to_run(args.shares, args.checkpoints, args.t4_as, defaults):
             handle = resolve_scenario(name, **overrides)
             for base in args.baselines:
                 out = {}
@@ -98,12 +154,14 @@ def main() -> None:
                         )
                     ]
                 )
-                crashes = out["none"]["summary"].get("crashes", 0.0)
+                summary = out["none"]["summary"]
                 rep.print(
                     f"| {name} | {label} | {base} | {a[0]:.1f} [{a[1]:.1f}, {a[2]:.1f}] | "
                     f"{b[0]:.1f} [{b[1]:.1f}, {b[2]:.1f}] | {100 * (b[0] / a[0] - 1):+.1f}% | "
                     f"{'yes' if disjoint else 'no'} | {d[0]:+.1f} [{d[1]:+.1f}, {d[2]:+.1f}] | "
-                    f"{crashes:.1f} |"
+                    f"{summary.get('crashes', 0.0):.1f} | "
+                    f"{summary.get('crash_slots_lost', 0.0):.1f} | "
+                    f"{summary.get('restart_seconds', 0.0):.0f} |"
                 )
     rep.save()
 

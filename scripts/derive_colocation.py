@@ -140,6 +140,17 @@ def pair_table(gavel: dict[str, Any], gpu: str, models: Sequence[str]) -> list[l
     return out
 
 
+def failing_partners(gavel: dict[str, Any], gpu: str) -> dict[str, tuple[int, int]]:
+    """Per single-GPU job on ``gpu``: (partners its shared run failed with, partners)."""
+    out = {}
+    for (name, scale), entry in gavel[gpu].items():
+        if scale != 1:
+            continue
+        pairs = [p for k, p in entry.items() if k != "null" and k.endswith(", 1)")]
+        out[name] = (sum(float(p[0]) <= 0.0 for p in pairs), len(pairs))
+    return out
+
+
 def failed_pair_share(gavel: dict[str, Any], gpu: str) -> float:
     """Share of all measured single-GPU pairs on ``gpu`` whose shared run failed."""
     n = bad = 0

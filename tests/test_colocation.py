@@ -368,3 +368,59 @@ def test_node_outcome_takes_lists_or_arrays_alike():
         a = node_outcome(*args, cap, models, alloc, 0.5)
         b = node_outcome(*args, cap.tolist(), models.tolist(), alloc.tolist(), 0.5)
         assert a == b
+
+
+def test_tier_gpu_classes_replace_the_declared_mapping():
+    from edgesched.envs.colocation import TIER_GPU_CLASS
+    from edgesched.envs.scenarios import get_scenario
+
+    cfg = get_scenario("edge10").config()
+    assert cfg.collision_mode == "measured"
+
+    def classes_of(c: SimConfig) -> dict[str, set[str]]:
+        sim = EdgeClusterSim(c)
+        sim.reset(0)
+        names = ("", *sim._coloc.classes)  # -1 (unmeasured) reads ""
+        tiers = sim.cluster.tier_names
+        out: dict[str, set[str]] = {}
+        for t, k in zip(sim.cluster.tier, sim._node_class, strict=True):
+            out.setdefault(tiers[t], set()).add(names[k + 1])
+        return out
+
+    default = classes_of(cfg)
+    assert {t: {TIER_GPU_CLASS[t] or ""} for t in default} == default
+    assert "gpu_server" in default  # the tier the override below moves
+    moved = classes_of(cfg.replace(tier_gpu_classes=(("gpu_server", "v100"), ("jetson", "k80"))))
+    assert moved["gpu_server"] == {"v100"}
+    assert moved.get("jetson", {"k80"}) == {"k80"}
+    assert all(moved[t] == default[t] for t in default if t not in ("gpu_server", "jetson"))
+    unmeasured = classes_of(cfg.replace(tier_gpu_classes=(("gpu_server", ""),)))
+    assert unmeasured["gpu_server"] == {""}
+    for bad in ((("gpu_server", "a100"),), (("t4_box", "p100"),), (("gpu_server",),)):
+        with pytest.raises(ConfigError, match="tier_gpu_classes entry"):
+            cfg.replace(tier_gpu_classes=bad)
+
+
+def test_the_most_failing_gavel_jobs_are_the_ones_the_page_names():
+    """``leaderboards/colocation.md`` names them (skips without ``../shared/data``)."""
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    from edgesched.leaderboard.colocation import MOST_FAILING_GAVEL_JOBS
+
+    root = Path(__file__).parents[1]
+    data = Path(os.environ.get("EDGESCHED_DATA_DIR", root / ".." / "shared" / "data"))
+    path = data / "colocation" / "gavel_physical_cluster_throughputs.json"
+    if not path.is_file():
+        pytest.skip(f"co-location data not found at {data.resolve()}")
+    spec = importlib.util.spec_from_file_location(
+        "derive_colocation", root / "scripts" / "derive_colocation.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    counts = mod.failing_partners(mod.load_gavel(path), "k80")
+    ranked = sorted(counts, key=lambda j: -counts[j][0])
+    assert tuple(ranked[:2]) == MOST_FAILING_GAVEL_JOBS
+    assert [counts[j] for j in MOST_FAILING_GAVEL_JOBS] == [(26, 26), (13, 26)]

@@ -33,7 +33,7 @@ mapping of the catalog's models to the measured jobs):
 Hardware tiers map to measured GPU classes by :data:`TIER_GPU_CLASS`. Jetson-class boards
 (and custom capacities) have no measurements and no native concurrent GPU sharing: workers
 sharing one of their GPUs time-slice at ``unmeasured_gpu_share / (k * m_k)`` each and never
-fail as a pair (assumed; ``benchmarks/colocation_sensitivity.py`` sweeps the factor). Gavel's
+fail as a pair (assumed; ``benchmarks/colocation_study.py`` sweeps the factor). Gavel's
 rates are of each job's steps/s; shared-GPU and CPU factors multiply (assumed independent).
 """
 
@@ -185,11 +185,25 @@ def kernel_tables(tab: ColocationTable) -> KernelTables:
     )
 
 
-def node_gpu_class(tier_names: tuple[str, ...], tier: np.ndarray, classes: tuple[str, ...]):
-    """(N,) index into ``classes`` of each node's GPU class; -1 where unmeasured."""
+def node_gpu_class(
+    tier_names: tuple[str, ...],
+    tier: np.ndarray,
+    classes: tuple[str, ...],
+    overrides: tuple[tuple[str, str], ...] = (),
+) -> np.ndarray:
+    """(N,) index into ``classes`` of each node's GPU class; -1 where unmeasured.
+
+    Args:
+        tier_names: the cluster's hardware tiers.
+        tier: (N,) each node's index into ``tier_names``.
+        classes: the measured GPU classes, in table order.
+        overrides: ``(tier, class)`` pairs replacing :data:`TIER_GPU_CLASS` entries
+            (``SimConfig.tier_gpu_classes``; ``""``: unmeasured).
+    """
+    mapping = {**TIER_GPU_CLASS, **{t: (c or None) for t, c in overrides}}
     per_tier = np.array(
         [
-            classes.index(c) if (c := TIER_GPU_CLASS.get(t)) is not None and c in classes else -1
+            classes.index(c) if (c := mapping.get(t)) is not None and c in classes else -1
             for t in tier_names
         ],
         dtype=np.int64,
@@ -241,7 +255,9 @@ class ColocationMixin:
             names = self.cfg.custom_gpu_classes or ("",) * self.agents_per_copy
             per_node = np.array([classes.index(x) if x else -1 for x in names], dtype=np.int64)
         else:
-            per_node = node_gpu_class(c.tier_names, c.tier, self._coloc.classes)
+            per_node = node_gpu_class(
+                c.tier_names, c.tier, self._coloc.classes, tuple(self.cfg.tier_gpu_classes)
+            )
         # per agent of every copy (node ids are global in a batched simulator)
         self._node_class = np.tile(per_node, self.copies)
 

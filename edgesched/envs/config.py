@@ -89,6 +89,12 @@ class SimConfig:
     """With ``custom_capacities``: each node's measured GPU class for
     ``collision_mode='measured'`` (``k80``, ``p100``, ``v100``, or ``""`` for unmeasured);
     empty: every custom node is unmeasured."""
+    tier_gpu_classes: tuple[tuple[str, str], ...] = ()
+    """``collision_mode='measured'``: ``(tier, class)`` pairs that replace a hardware tier's
+    measured GPU class (``k80``, ``p100``, ``v100``, or ``""`` for unmeasured) in
+    :data:`edgesched.envs.colocation.TIER_GPU_CLASS`; tiers not named keep theirs. A
+    sensitivity knob for the declared mapping (for example the ``gpu_server`` tier's T4,
+    equated with the P100 by default; ``benchmarks/colocation_study.py --sweep``)."""
     topology: str = "geometric"
     """``geometric`` (random geometric graph), ``eua`` (Melbourne sites) or ``full``."""
     topology_seed: int = 0

@@ -166,6 +166,14 @@ def validate(cfg: Any) -> None:
                 f"custom_speeds has {len(cfg.custom_speeds)} entries; "
                 f"num_nodes={cfg.num_nodes} requires exactly that many"
             )
+    tiers = hardware_tiers()
+    for entry in cfg.tier_gpu_classes:
+        if len(entry) != 2 or entry[0] not in tiers or entry[1] not in ("", *MEASURED_GPU_CLASSES):
+            raise ConfigError(
+                f"tier_gpu_classes entry {tuple(entry)!r}: need (tier, class) with tier one of "
+                f"{sorted(tiers)} and class one of {list(MEASURED_GPU_CLASSES)} or '' "
+                "(unmeasured)"
+            )
     if cfg.progress_model == "tapfinger" and cfg.alloc_mode != "grid":
         raise ConfigError(
             "progress_model='tapfinger' requires alloc_mode='grid' (TapFinger allocates "
