@@ -1,4 +1,4 @@
-"""Time reading and preparing the whole Philly trace, and describe edge50-philly's windows.
+"""Time reading and preparing the whole Philly trace, and describe the trace scenarios' windows.
 
 Usage::
 
@@ -7,8 +7,11 @@ Usage::
 
 Prints the wall time of (a) parsing the 82k-job Philly CSV, (b) preparing it for edge50
 (rate rescaling, sizes, workers), (c) building the edge50-philly simulator and one reset, and
-the distribution of jobs per episode window over ``--seeds`` reset seeds. The issue's target
-is (a) + (b) under 5 s. Nothing is asserted; the figures go in README.
+the distribution of jobs per episode window over ``--seeds`` reset seeds; then the same for
+``edge50-philly`` and ``edge50-trace`` under each replay-window rule (``trace_window_rule``:
+``any_job``, uniform over the trace's span and redrawn while empty; ``per_job``, around a
+uniformly drawn job). The target of (a) + (b) is under 5 s. Nothing is asserted; the figures
+go in the README.
 """
 
 from __future__ import annotations
@@ -57,11 +60,7 @@ def main() -> None:
     sim = EdgeClusterSim(cfg)
     sim.reset(0)
     build_s = time.perf_counter() - t0
-    counts = []
-    for seed in range(args.seeds):
-        sim.reset(seed)
-        counts.append(sim.num_jobs)
-    c = np.array(counts)
+    c = episode_jobs(sim, args.seeds)
     machine = platform.processor() or platform.machine()
     report.print(f"machine: {machine}, python {platform.python_version()}")
     report.print(f"Philly trace: {len(trace)} jobs over {trace.span_seconds / 86400:.1f} days")
@@ -81,7 +80,46 @@ def main() -> None:
         f"jobs per episode over {args.seeds} seeds: mean {c.mean():.1f}, "
         f"p10/p25/median/p75/p90 = {'/'.join(f'{v:.0f}' for v in q)}, max {c.max()}"
     )
+    mean_jobs = 50 * cfg.arrival_rate * cfg.arrival_slots
+    report.print("")
+    report.print(
+        f"jobs per episode under each window rule ({args.seeds} reset seeds; near-empty: "
+        f"fewer than a tenth of the long-run mean, {mean_jobs / 10:.0f} jobs):"
+    )
+    report.print("")
+    report.print(
+        "| scenario | trace_window_rule | trace_drop_never_ran | mean | p10 | median | p90 | "
+        "near-empty |"
+    )
+    report.print("|---|---|---|---:|---:|---:|---:|---:|")
+    for name in ("edge50-philly", "edge50-trace"):
+        own = make_config(name, data_dir=str(data))
+        for rule in (own.trace_window_rule, *({"any_job", "per_job"} - {own.trace_window_rule})):
+            drop = own.trace_drop_never_ran
+            label = f"{rule} (the scenario's)" if rule == own.trace_window_rule else rule
+            n = episode_jobs(
+                EdgeClusterSim(
+                    make_config(
+                        name, data_dir=str(data), trace_window_rule=rule, trace_drop_never_ran=drop
+                    )
+                ),
+                args.seeds,
+            )
+            p10, p50, p90 = np.percentile(n, [10, 50, 90])
+            report.print(
+                f"| {name} | {label} | {drop} | {n.mean():.1f} | {p10:.0f} | {p50:.0f} | "
+                f"{p90:.0f} | {100 * np.mean(n < mean_jobs / 10):.1f}% |"
+            )
     report.save()
+
+
+def episode_jobs(sim: EdgeClusterSim, seeds: int) -> np.ndarray:
+    """Jobs in the episode of each reset seed ``0..seeds-1``."""
+    counts = []
+    for seed in range(seeds):
+        sim.reset(seed)
+        counts.append(sim.num_jobs)
+    return np.array(counts)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,9 @@ class EdgeSchedCentralEnv(gym.Env):
             head places a task only where it fits, so this view never overloads a node and
             the measured costs do not arise; its episode metrics gain the co-location
             counters (zero here).
+        v1, later: scenario options and ``edge50-trace`` v2 (per-job replay windows,
+            records that never ran dropped); :class:`~edgesched.envs.parallel.EdgeSchedParallelEnv`
+            has the details.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}

@@ -126,6 +126,16 @@ class EdgeSchedParallelEnv(ParallelEnv):
             ``cpu_starved_slots``. The v0 dynamics stay available by versioned id
             (``edge50-v0``) or as ``collision_mode='timeshare', pending_slots=1``. The
             TapFinger scenarios stay at v0.
+        v1, later: options that leave every registered scenario's dynamics unchanged were
+            added: re-allocation of running jobs in every allocation mode (``resize``, one
+            GPU at a time in grid mode, with ``switch_weight``), the original TapFinger
+            code's rules (``pending_refill``, ``waiting_charge``, ``tapfinger_min_demand``,
+            ``conflict_rule='fit_argmax'``), trace replay rules (``trace_window_rule``,
+            ``trace_drop_never_ran``, ``trace_fractional_gpus``) and the measured GPU class
+            of a hardware tier (``tier_gpu_classes``). ``edge50-trace`` v1 also turns on
+            ``trace_fractional_gpus``; its v2 draws each episode's window around a
+            uniformly drawn job (``trace_window_rule='per_job'``) and drops records that
+            never ran.
     """
 
     metadata = {

@@ -288,6 +288,7 @@ def _register_v0_v1(
     params: dict[str, Any],
     data: tuple[str, ...] = (),
     v1_extra: dict[str, Any] | None = None,
+    v1_history: str = V1_HISTORY,
 ) -> None:
     """Register an edge scenario's v0 (as first released) and its v1 (:data:`V1_EDGE`)."""
     register_scenario(Scenario(name, 0, description, params, data=data))
@@ -297,7 +298,7 @@ def _register_v0_v1(
             1,
             description + V1_NOTE,
             {**params, **V1_EDGE, **(v1_extra or {})},
-            history=("v0: first release.", V1_HISTORY),
+            history=("v0: first release.", v1_history),
             data=data,
         )
     )
@@ -410,17 +411,59 @@ _register_v0_v1(
     _edge(50, 6, 10, EDGE_RATE, trace_path=PHILLY_TRACE, trace_format="philly"),
     data=("philly",),
 )
-_register_v0_v1(
-    "edge50-trace",
+_TRACE_DESCRIPTION = (
     "edge50 driven by a job trace you point at: python train.py env=edge50-trace "
     "env.trace.path=/path/to/file.csv (Philly, Pollux/Sia or Alibaba GPU v2023 format, "
     "detected from the header). By default it replays a Pollux workload (160 jobs with "
-    "their models and GPU counts, sampled from Philly). Rescaling as in edge50-philly.",
-    _edge(50, 6, 10, EDGE_RATE, trace_path=POLLUX_WORKLOAD, trace_format="auto"),
+    "their models and GPU counts, sampled from Philly). Rescaling as in edge50-philly."
+)
+_TRACE = _edge(50, 6, 10, EDGE_RATE, trace_path=POLLUX_WORKLOAD, trace_format="auto")
+_TRACE_V1_HISTORY = V1_HISTORY.replace(
+    " and pending_slots=4 (task choice among the first four queued jobs)",
+    ", pending_slots=4 (task choice among the first four queued jobs) and "
+    "trace_fractional_gpus=True (an Alibaba pod's part of a GPU, gpu_milli, is a worker "
+    "holding that share, not a whole GPU)",
+)
+assert _TRACE_V1_HISTORY != V1_HISTORY
+_register_v0_v1(
+    "edge50-trace",
+    _TRACE_DESCRIPTION,
+    _TRACE,
     # the default trace; a trace_path override of the user's own needs none of ours
     data=("pollux-workload-1",),
     # v1: an Alibaba pod's part of a GPU (gpu_milli) is a shared-GPU worker, not a whole GPU
     v1_extra={"trace_fractional_gpus": True},
+    v1_history=_TRACE_V1_HISTORY,
+)
+TRACE_V2: dict[str, Any] = dict(trace_window_rule="per_job", trace_drop_never_ran=True)
+"""What ``edge50-trace`` v2 changes. This scenario replays any trace a user points at, and a
+trace whose activity sits in part of its span (an Alibaba pod list, for instance) gave mostly
+near-empty episodes under v1's windows (uniform over the span, redrawn only while empty);
+``per_job`` windows fall around a uniformly drawn job. The price is a load above the
+scenario's ``arrival_rate`` on bursty traces, since busy stretches hold more jobs to draw
+(Philly: 858 instead of 325 jobs per episode on average, ``benchmarks/results/
+trace_loading.md``), which is why ``edge50-philly``, whose point is Philly's own rate, keeps
+v1's rule. Records that never ran (an Alibaba pod never scheduled, a Philly job of zero
+duration) are dropped: they have no duration to replay."""
+register_scenario(
+    Scenario(
+        "edge50-trace",
+        2,
+        _TRACE_DESCRIPTION
+        + V1_NOTE.replace(" v1:", " v1/v2:")
+        + " v2: each episode's window is drawn around a uniformly drawn job of the trace, "
+        "and records that never ran are dropped.",
+        {**_TRACE, **V1_EDGE, "trace_fractional_gpus": True, **TRACE_V2},
+        history=(
+            "v0: first release.",
+            _TRACE_V1_HISTORY,
+            "v2: trace_window_rule='per_job' (windows around a uniformly drawn job, so a "
+            "trace active in part of its span no longer yields mostly near-empty episodes) "
+            "and trace_drop_never_ran=True; v1's rules stay available as "
+            "trace_window_rule='any_job', trace_drop_never_ran=False.",
+        ),
+        data=("pollux-workload-1",),
+    )
 )
 
 # ---------------------------------------------------------------------------- TapFinger

@@ -86,6 +86,9 @@ class EdgeSchedVectorEnv(VectorEnv):
             (:class:`~edgesched.envs.parallel.EdgeSchedParallelEnv` has the details); the
             joint action space widens with the pending slots (edge50: 85 actions per agent
             instead of 22).
+        v1, later: scenario options and ``edge50-trace`` v2 (per-job replay windows,
+            records that never ran dropped); :class:`~edgesched.envs.parallel.EdgeSchedParallelEnv`
+            has the details.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
