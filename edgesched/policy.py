@@ -34,6 +34,11 @@ class EnvSpec:
         level_add: (L, 3) per level, absolute (cpu, gpu, mem) added; a level allocates
             ``min_demand * level_scale[l] + level_add[l]``.
         cap_max: the largest node capacity per resource (the observations' normalizer).
+        model_rates: (M,) per model (in the one-hot's order), samples/s of one reference
+            worker (one GPU at speed 1, the model's minimum cores), from the measured
+            profiles: a job's declared size over its model's rate is its expected time on
+            one such worker. Empty where the progress model has no throughputs (TapFinger's
+            rules).
 
     Observation layout of one agent (``EdgeSchedParallelEnv`` docstring; all slices are
     available from :meth:`obs_slices`): own node features (``NODE_FEATURES`` = 9: free
@@ -59,6 +64,7 @@ class EnvSpec:
     level_scale: tuple[tuple[float, ...], ...] = ()
     level_add: tuple[tuple[float, ...], ...] = ()
     cap_max: tuple[float, ...] = ()
+    model_rates: tuple[float, ...] = ()
 
     def obs_slices(self) -> dict[str, slice]:
         """Where each block of an agent's observation lies (see class docstring)."""
@@ -110,6 +116,9 @@ class EnvSpec:
             level_scale=tuple(map(tuple, sim.level_scale.tolist())),
             level_add=tuple(map(tuple, sim.level_add.tolist())),
             cap_max=tuple(sim.capacity.max(axis=0).tolist()),
+            model_rates=tuple(rates.tolist())
+            if (rates := sim.progress_model.reference_rates()) is not None
+            else (),
         )
 
 

@@ -284,19 +284,38 @@ class FIFOScheduler(Scheduler):
 class SJFScheduler(FIFOScheduler):
     """Shortest-job-first task ordering with least-loaded placement.
 
-    Rule: among the pending slots with a feasible placement, serve the job of smallest
-    observed size (the log-size feature, then fewer workers; ties: longest waiting, then
-    queue order), on the least-loaded feasible target at the minimum allocation. Classic SJF
-    (Smith, 1956; the SJF baseline of Tiresias/Gandiva-era studies). The size feature counts
-    samples, which are comparable only within a model; in ``tapfinger-hetero6`` every task
-    declares the same size, so SJF equals FIFO there. With ``pending_slots == 1`` it reduces
-    to the head of the queue, i.e. to ``least_loaded``.
+    Rule: among the pending slots with a feasible placement, serve the job of shortest
+    expected time (ties: fewer workers, longest waiting, then queue order), on the
+    least-loaded feasible target at the minimum allocation. Classic SJF (Smith, 1956; the
+    SJF baseline of Tiresias/Gandiva-era studies). A job's expected time is its declared
+    size (samples to 90% quality, the log-size feature) over its model's rate on one
+    reference worker (``EnvSpec.model_rates``, the measured profiles) and over its workers:
+    sizes count samples, which models process at rates four orders of magnitude apart, so
+    the size alone would compare only within a model. Without model rates (TapFinger's
+    rules, where every task declares the same size) it orders by size, i.e. equals FIFO.
+    With ``pending_slots == 1`` it reduces to the head of the queue, i.e. to
+    ``least_loaded``.
     """
 
     name = "sjf"
 
+    def __init__(self, spec: EnvSpec) -> None:
+        super().__init__(spec)
+        rates = np.asarray(spec.model_rates, dtype=np.float64)
+        self.log_rate = np.log(rates) if len(rates) else None
+
     def _slot(self, v: _View) -> np.ndarray:
-        return _ordered_slot(v, v.size, v.workers, -v.wait)
+        return _ordered_slot(v, self.expected_time(v), v.workers, -v.wait)
+
+    def expected_time(self, v: _View) -> np.ndarray:
+        """(N, P) log of each pending job's expected seconds on its reference workers.
+
+        ``log(size / (rate[model] * workers))``, with the size from the log-size feature
+        (``log1p(size) / 20``); the size feature alone where the spec has no model rates.
+        """
+        if self.log_rate is None:
+            return v.size
+        return 20.0 * v.size - self.log_rate[v.model] - np.log(v.workers)
 
 
 @register_baseline

@@ -76,6 +76,15 @@ class ProgressModel:
         """(M, L) samples/s of one worker at speed 1 per model and allocation level."""
         return None
 
+    def reference_rates(self) -> np.ndarray | None:
+        """(M,) samples/s of one reference worker per model, or ``None`` without throughputs.
+
+        The reference worker is the one a job's size is declared on: one GPU at speed 1 with
+        the model's minimum cores. A job's size over its model's rate is the time the job
+        is expected to take on one such worker, comparable across models.
+        """
+        return None
+
     def job_parameters(
         self, wl: Workload, size_factor: np.ndarray, cfg: Any, tput: np.ndarray | None
     ) -> None:
@@ -153,12 +162,15 @@ class ProfileProgress(ProgressModel):
             cpu_ok = np.minimum(1.0, c / (self.kappa[m] * g))
             return self.base[m] * g ** self.alpha[m] * cpu_ok ** self.gamma[m]
 
+    def reference_rates(self) -> np.ndarray:
+        """See :meth:`ProgressModel.reference_rates`: one T4 GPU, the model's minimum CPUs."""
+        ref_cpu = np.minimum(1.0, self.min_demand[:, 0] / self.kappa) ** self.gamma
+        return self.base * ref_cpu
+
     def job_parameters(self, wl, size_factor, cfg, tput):
         """See :meth:`ProgressModel.job_parameters`."""
         m = wl.model
-        # one reference worker: one T4 GPU, minimum CPUs of the model
-        ref_cpu = np.minimum(1.0, self.min_demand[m, 0] / self.kappa[m]) ** self.gamma[m]
-        ref_tput = self.base[m] * ref_cpu
+        ref_tput = self.reference_rates()[m]
         wl.x90 = cfg.job_size_median_slots * size_factor * cfg.slot_seconds * ref_tput
         wl.tau = wl.x90 / self.q90f[m]
         # an epoch is a tenth of the samples to 90% quality (the model leaves the dataset
