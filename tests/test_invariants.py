@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from edgesched.envs import EdgeClusterSim, make_config, make_parallel
 from edgesched.envs.core import DONE, NOT_ARRIVED, QUEUED, RUNNING
+from edgesched.envs.metrics import MEASURED_METRICS
 
 TOL = 1e-9
 """Tolerance of the capacity comparisons (the simulator's mask uses the same)."""
@@ -324,6 +325,7 @@ def run_and_check(params: dict[str, Any], seed: int, policy_seed: int) -> dict[s
         a = joint_action(sim, rng)
         used0, t0, status0 = sim.used.copy(), sim.t, sim.status.copy()
         crashes0 = sim.counters.crashes
+        measured0 = {k: getattr(sim.counters, k) for k in MEASURED_METRICS}
         assert all(sim.mask[i, a[i]] for i in range(sim.num_agents))  # policy sanity
         rewards, info = sim.step(a)
         stats["steps"] += 1
@@ -362,8 +364,29 @@ def run_and_check(params: dict[str, Any], seed: int, policy_seed: int) -> dict[s
         # --- jobs and mask
         check_jobs(sim, status0, sim.counters.crashes - crashes0)
         check_mask(sim)
+        check_measured_counters(sim, measured0)
     stats["counters"] = sim.counters
     return stats
+
+
+def check_measured_counters(sim: EdgeClusterSim, before: dict[str, int]) -> None:
+    """The co-location counters only grow, only in ``measured`` mode, and a step's work lost
+    and restart time come only with its crashes (each losing less than a checkpoint
+    interval of running, the running since the last checkpoint)."""
+    now = {k: getattr(sim.counters, k) for k in MEASURED_METRICS}
+    delta = {k: now[k] - before[k] for k in MEASURED_METRICS}
+    assert all(d >= 0 for d in delta.values()), delta
+    if sim.cfg.collision_mode != "measured":
+        assert not any(now.values()), now
+        return
+    if delta["crashes"] == 0:
+        assert delta["crash_slots_lost"] == delta["restart_seconds"] == 0, delta
+    interval = sim.cfg.checkpoint_interval
+    if interval:
+        assert delta["crash_slots_lost"] <= delta["crashes"] * (interval - 1), delta
+    # a job's checkpoint never runs ahead of its progress
+    live = (sim.status == QUEUED) | (sim.status == RUNNING)
+    assert (sim.ckpt_progress[live] <= sim.progress[live] + 1e-9).all()
 
 
 # ---------------------------------------------------------------------------- tests
@@ -418,6 +441,20 @@ EDGE_BUSY = {
     "arrival_rate": 0.5,
     "arrival_slots": 30,
 }
+
+
+def test_driver_produces_measured_crashes() -> None:
+    """The driver crashes jobs under ``measured`` (else its crash checks would be vacuous)."""
+    # ResNet-50 (imagenet) shares a K80 (small_server) with itself only by crashing
+    params = {
+        **EDGE_BUSY,
+        "collision_mode": "measured",
+        "models": (("imagenet", 1.0),),
+        "tier_mix": (("small_server", 1.0),),
+    }
+    stats = run_and_check(params, seed=1, policy_seed=1)
+    c = stats["counters"]
+    assert c.crashes > 0 and c.restart_seconds > 0, c
 
 
 def test_driver_produces_overload_collisions() -> None:

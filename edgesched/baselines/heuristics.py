@@ -333,7 +333,9 @@ class TiresiasScheduler(Scheduler):
 
     Adaptation: Tiresias proper preempts, demoting jobs across priority queues as their
     attained GPU-time grows; here allocations are final, so only the ordering and the
-    equal-share sizing survive. The ceiling is taken in the node's own units (cores, GPUs),
+    equal-share sizing survive. A job back in its queue after a crash
+    (``collision_mode='measured'``) counts as unserved: the observation does not carry the
+    service it attained before the crash. The ceiling is taken in the node's own units (cores, GPUs),
     recovered from the observed capacity fraction where the level table is absolute.
     """
 
