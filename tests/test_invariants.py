@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from edgesched.envs import EdgeClusterSim, make_config, make_parallel
 from edgesched.envs.core import DONE, NOT_ARRIVED, QUEUED, RUNNING
 from edgesched.envs.metrics import MEASURED_METRICS
+from edgesched.envs.view import ClusterView
 
 TOL = 1e-9
 """Tolerance of the capacity comparisons (the simulator's mask uses the same)."""
@@ -365,6 +366,9 @@ def run_and_check(params: dict[str, Any], seed: int, policy_seed: int) -> dict[s
         check_jobs(sim, status0, sim.counters.crashes - crashes0)
         check_mask(sim)
         check_measured_counters(sim, measured0)
+        per_node = ClusterView(sim).node_overload_slots
+        assert per_node.sum() == sim.counters.overload_node_slots
+        assert (per_node <= sim.t + 1).all()
     stats["counters"] = sim.counters
     return stats
 

@@ -437,3 +437,26 @@ def test_no_module_outside_envs_reads_a_private_attribute_of_the_simulator() -> 
         for line, text in private_sim_reads(path.read_text()):
             offenders.append(f"{rel}:{line}: {text}")
     assert not offenders, "read the simulator through ClusterView:\n" + "\n".join(offenders)
+
+
+def test_node_overload_slots_split_each_copys_overload_count() -> None:
+    """Per copy, the per-node counts sum to the copy's overload_node_slots; reset clears."""
+    sim = EdgeClusterSim(
+        make_config("edge10", collision_mode="overload", arrival_rate=0.5, max_slots=40),
+        copies=2,
+    )
+    sim.reset(seeds=[1, 2])
+    rng = np.random.default_rng(0)
+    while not (sim.terminated | sim.truncated).any():
+        mask = sim.mask
+        act = (rng.random(mask.shape) * mask).argmax(axis=1)
+        sim.step(act.reshape(2, -1))
+    totals = [sim.counters_of(b).overload_node_slots for b in range(2)]
+    assert min(totals) > 0  # else the check below is vacuous
+    for b in range(2):
+        per_node = ClusterView(sim, copy=b).node_overload_slots
+        assert per_node.shape == (sim.agents_per_copy,)
+        assert per_node.sum() == totals[b]
+    sim.reset_copies(np.array([0]), [3])
+    assert ClusterView(sim, copy=0).node_overload_slots.sum() == 0
+    assert ClusterView(sim, copy=1).node_overload_slots.sum() == totals[1]

@@ -335,8 +335,9 @@ class TiresiasScheduler(Scheduler):
     attained GPU-time grows; here allocations are final, so only the ordering and the
     equal-share sizing survive. A job back in its queue after a crash
     (``collision_mode='measured'``) counts as unserved: the observation does not carry the
-    service it attained before the crash. The ceiling is taken in the node's own units (cores, GPUs),
-    recovered from the observed capacity fraction where the level table is absolute.
+    service it attained before the crash. The ceiling is taken in the node's own units
+    (cores, GPUs), recovered from the observed capacity fraction where the level table is
+    absolute.
     """
 
     name = "tiresias"

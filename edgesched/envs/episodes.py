@@ -105,6 +105,7 @@ class EpisodeMixin:
         self.node_workers[agents] = 0.0
         self.return_sum[agents] = 0.0
         self._util_sum[agents] = 0.0
+        self._node_over[agents] = 0
 
     def _reset_per_copy_state(self) -> None:
         b, na = self.copies, self.num_agents
@@ -113,6 +114,8 @@ class EpisodeMixin:
         self._trunc = np.zeros(b, dtype=bool)
         self._cnt = {k: np.zeros(b, dtype=np.int64) for k in COUNTER_KEYS}
         self._util_sum = np.zeros(na)
+        # per node: slots spent over capacity this episode (ClusterView.node_overload_slots)
+        self._node_over = np.zeros(na, dtype=np.int64)
         self._occupied_sum = np.zeros(b)
         self._n_done_c = np.zeros(b, dtype=np.int64)
         self._num_jobs_c = np.zeros(b, dtype=np.int64)

@@ -281,6 +281,7 @@ class ExecutionMixin:
         n_over = int(np.count_nonzero(over))
         if n_over:
             self._count("overload_node_slots", np.flatnonzero(over), self.agents_per_copy)
+            self._node_over += over
         # ufunc reductions called directly: .sum()/.max() add a Python wrapper per call
         util = np.minimum(ratio[:, 0], 1.0)
         util += np.minimum(ratio[:, 1], 1.0)

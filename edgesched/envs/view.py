@@ -204,6 +204,16 @@ class ClusterView:
         """Allocated share of the cluster's CPUs and GPUs (RLPTO's "resources occupied")."""
         return float(np.atleast_1d(self._sim.occupied_share())[self._b])
 
+    @property
+    def node_overload_slots(self) -> np.ndarray:
+        """(N,) slots each node has spent over capacity this episode, read-only.
+
+        Their sum is the episode's ``overload_node_slots`` metric; the per-node counts show
+        where overloads concentrate. A simulator restored from a checkpoint written before
+        this counter existed counts from its restoration.
+        """
+        return _readonly(self._sim._node_over[self._ag()])
+
     # ------------------------------------------------------------------ queues
     @property
     def pending(self) -> np.ndarray:
