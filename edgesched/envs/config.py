@@ -94,7 +94,7 @@ class SimConfig:
     measured GPU class (``k80``, ``p100``, ``v100``, or ``""`` for unmeasured) in
     :data:`edgesched.envs.colocation.TIER_GPU_CLASS`; tiers not named keep theirs. A
     sensitivity knob for the declared mapping (for example the ``gpu_server`` tier's T4,
-    equated with the P100 by default; ``benchmarks/colocation_study.py --sweep``)."""
+    equated with the P100 by default; ``benchmarks/colocation_study.py --t4-as``)."""
     topology: str = "geometric"
     """``geometric`` (random geometric graph), ``eua`` (Melbourne sites) or ``full``."""
     topology_seed: int = 0

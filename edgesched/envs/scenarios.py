@@ -418,13 +418,13 @@ _TRACE_DESCRIPTION = (
     "their models and GPU counts, sampled from Philly). Rescaling as in edge50-philly."
 )
 _TRACE = _edge(50, 6, 10, EDGE_RATE, trace_path=POLLUX_WORKLOAD, trace_format="auto")
-_TRACE_V1_HISTORY = V1_HISTORY.replace(
-    " and pending_slots=4 (task choice among the first four queued jobs)",
-    ", pending_slots=4 (task choice among the first four queued jobs) and "
-    "trace_fractional_gpus=True (an Alibaba pod's part of a GPU, gpu_milli, is a worker "
-    "holding that share, not a whole GPU)",
+_TRACE_V1_HISTORY = (
+    "v1: collision_mode='measured' (co-location costs measured by Gavel, Synergy and Muri "
+    "instead of perfect time-sharing), pending_slots=4 (task choice among the first four "
+    "queued jobs) and trace_fractional_gpus=True (an Alibaba pod's part of a GPU, gpu_milli, "
+    "is a worker holding that share, not a whole GPU); v0's dynamics stay available as "
+    "collision_mode='timeshare', pending_slots=1."
 )
-assert _TRACE_V1_HISTORY != V1_HISTORY
 _register_v0_v1(
     "edge50-trace",
     _TRACE_DESCRIPTION,
@@ -436,10 +436,12 @@ _register_v0_v1(
     v1_history=_TRACE_V1_HISTORY,
 )
 TRACE_V2: dict[str, Any] = dict(trace_window_rule="per_job", trace_drop_never_ran=True)
-"""What ``edge50-trace`` v2 changes. This scenario replays any trace a user points at, and a
-trace whose activity sits in part of its span (an Alibaba pod list, for instance) gave mostly
-near-empty episodes under v1's windows (uniform over the span, redrawn only while empty);
-``per_job`` windows fall around a uniformly drawn job. The price is a load above the
+"""What ``edge50-trace`` v2 changes. This scenario replays any trace a user points at, and
+under v1's windows (uniform over the span, redrawn only while empty) a trace whose activity
+sits in part of its span yields mostly near-empty episodes (a synthetic trace with 1,000 of
+its 1,020 jobs in 1% of its span: fewer than 30% of windows hold 10 jobs or more, against
+over 90% with ``per_job``; ``tests/test_workloads.py``); ``per_job`` windows fall around a
+uniformly drawn job. The price is a load above the
 scenario's ``arrival_rate`` on bursty traces, since busy stretches hold more jobs to draw
 (Philly: 858 instead of 325 jobs per episode on average, ``benchmarks/results/
 trace_loading.md``), which is why ``edge50-philly``, whose point is Philly's own rate, keeps
