@@ -13,7 +13,9 @@ premise under each collision model, on the same held-out workloads:
   measurements time-slices; 1.0 by default), ``checkpoint_interval`` (slots of running
   between checkpoints, which sets the work a crash loses; 10 by default; 0: never) and the
   measured GPU class that stands in for the ``gpu_server`` tier's T4 (P100 by default,
-  ``tier_gpu_classes``).
+  ``tier_gpu_classes``) and ``cpu_starvation_weight`` (the exponent of the CPU-starvation
+  factor: 0 makes oversubscribed cores free, 2 squares the slowdown; an envelope for the
+  CPU model's assumptions of fair sharing and a linear curve below one core).
 
 For each (scenario, model, heuristic) it reports the unshielded and the central-shielded
 mean JCT over the held-out seeds with 95% t-intervals over seeds, the shield's relative
@@ -25,7 +27,8 @@ Usage::
 
     python benchmarks/colocation_study.py                 # edge50-highload and edge50, 5 seeds
     python benchmarks/colocation_study.py --scenarios edge50 --seeds 3
-    python benchmarks/colocation_study.py --shares 1 --checkpoints --t4-as   # no sweep
+    python benchmarks/colocation_study.py --shares 1 --checkpoints --t4-as --cpu-weights
+        # (no sweep)
     python benchmarks/colocation_study.py --out benchmarks/results   # + colocation_study.md
 """
 
@@ -58,7 +61,11 @@ def ci95(x: list[float]) -> tuple[float, float, float]:
 
 
 def models_to_run(
-    shares: list[float], checkpoints: list[int], t4_as: list[str], defaults: Any
+    shares: list[float],
+    checkpoints: list[int],
+    t4_as: list[str],
+    defaults: Any,
+    cpu_weights: tuple[float, ...] = (),
 ) -> list[tuple[str, dict[str, Any]]]:
     """The collision models of the study: timeshare, measured, and the one-at-a-time sweep.
 
@@ -66,6 +73,7 @@ def models_to_run(
         shares: ``unmeasured_gpu_share`` values to sweep.
         checkpoints: ``checkpoint_interval`` values to sweep.
         t4_as: measured GPU classes to try for the ``gpu_server`` tier.
+        cpu_weights: ``cpu_starvation_weight`` values to sweep (the CPU model's envelope).
         defaults: the scenario's configuration (a swept value equal to it is the
             ``measured`` row, not repeated).
 
@@ -102,6 +110,14 @@ def models_to_run(
                     {"collision_mode": "measured", "tier_gpu_classes": (("gpu_server", cls),)},
                 )
             )
+    for w in cpu_weights:
+        if w != defaults.cpu_starvation_weight:
+            out.append(
+                (
+                    f"measured, cpu_starvation_weight={w:g}",
+                    {"collision_mode": "measured", "cpu_starvation_weight": w},
+                )
+            )
     return out
 
 
@@ -118,6 +134,7 @@ def main() -> None:
     p.add_argument(
         "--t4-as", nargs="*", default=["k80", "v100"], choices=list(MEASURED_GPU_CLASSES)
     )
+    p.add_argument("--cpu-weights", nargs="*", type=float, default=[0.0, 2.0])
     p.add_argument("--seeds", type=int, default=5, help="held-out seeds from 10000")
     p.add_argument("--out", default="", help="directory for colocation_study.md")
     args = p.parse_args()
@@ -133,7 +150,10 @@ def main() -> None:
     rep.print("|---|---|---|---|---|---:|---|---|---:|---:|---:|")
     for name in args.scenarios:
         defaults = get_scenario(name).config()
-        for label, overrides in models_to_run(args.shares, args.checkpoints, args.t4_as, defaults):
+        sweep = models_to_run(
+            args.shares, args.checkpoints, args.t4_as, defaults, tuple(args.cpu_weights)
+        )
+        for label, overrides in sweep:
             handle = resolve_scenario(name, **overrides)
             for base in args.baselines:
                 out = {}

@@ -36,7 +36,7 @@ def tables():
     return tab, kernel_tables(tab)
 
 
-def _reference(tab, cls, cap, models, alloc, share):
+def _reference(tab, cls, cap, models, alloc, share, cpu_weight=1.0):
     """``sharing.node_outcome`` on GPU class ``cls`` (-1: unmeasured)."""
     measured = cls >= 0
     return node_outcome(
@@ -47,17 +47,18 @@ def _reference(tab, cls, cap, models, alloc, share):
         models,
         alloc,
         share,
+        cpu_weight,
     )
 
 
-def _compiled(k, cls, cap, models, alloc, share):
+def _compiled(k, cls, cap, models, alloc, share, cpu_weight=1.0):
     """``node_kernel.node_rule`` with fresh scratch, in the reference's output form."""
     n, gpus = len(models), max(int(np.rint(cap[1])), 1)
     rate, shared = np.empty(n), np.empty(n, dtype=bool)
     crash = np.empty(n, dtype=np.int64)
     n_crash, starved = node_rule(
         cls, cap, models, alloc, k.pair, k.fail, k.interleave, k.cpu_x, k.cpu_y, k.cpu_n,
-        share, rate, shared, crash, np.empty(n, dtype=bool), np.empty(n, dtype=bool),
+        share, cpu_weight, rate, shared, crash, np.empty(n, dtype=bool), np.empty(n, dtype=bool),
         np.empty((gpus, n), dtype=np.int64), np.zeros(gpus, dtype=np.int64),
         np.empty((gpus, n), dtype=np.int64), np.zeros(gpus, dtype=np.int64),
     )  # fmt: skip
@@ -119,14 +120,31 @@ workers = st.lists(
     cls=st.integers(-1, 2),
     cap=st.tuples(st.integers(1, 32), st.integers(0, 4), st.integers(8, 96)),
     share=st.sampled_from([0.5, 1.0]),
+    cpu_weight=st.sampled_from([0.0, 1.0, 2.0]),
 )
-def test_node_rule_equals_the_reference(tables, ws, cls, cap, share):
+def test_node_rule_equals_the_reference(tables, ws, cls, cap, share, cpu_weight):
     tab, k = tables
     models = np.array([w[0] for w in ws], dtype=np.int64)
     alloc = np.array([[w[1], w[2], w[3]] for w in ws], dtype=np.float64)
     capa = np.array(cap, dtype=np.float64)
-    want = _reference(tab, cls, capa, models, alloc, share)
-    assert _compiled(k, cls, capa, models, alloc, share) == want
+    want = _reference(tab, cls, capa, models, alloc, share, cpu_weight)
+    assert _compiled(k, cls, capa, models, alloc, share, cpu_weight) == want
+
+
+def test_cpu_starvation_weight_is_the_cpu_factors_exponent(tables):
+    """One worker per GPU, cores oversubscribed 2x: each runs at factor ** weight."""
+    tab, k = tables
+    m = MODELS.index("cifar10")  # ResNet-18: strongly CPU-bound (Synergy)
+    cap = np.array([4.0, 2.0, 64.0])
+    models = np.array([m, m], dtype=np.int64)
+    alloc = np.array([[4.0, 1.0, 8.0], [4.0, 1.0, 8.0]])  # 8 cores held on 4
+    factor = float(tab.cpu_rate(m, 2.0)) / float(tab.cpu_rate(m, 4.0))
+    assert 0.0 < factor < 1.0
+    for w in (0.0, 1.0, 2.0):
+        crash, rate, shared, starved = _compiled(k, 2, cap, models, alloc, 1.0, w)
+        assert starved and not crash and not any(shared)
+        np.testing.assert_allclose(rate, [factor**w] * 2, rtol=1e-12)
+        assert (crash, rate, shared, starved) == _reference(tab, 2, cap, models, alloc, 1.0, w)
 
 
 def test_node_rule_covers_the_failing_pair_and_memory_cases(tables):

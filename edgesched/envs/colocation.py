@@ -19,7 +19,9 @@ mapping of the catalog's models to the measured jobs):
 * **CPU oversubscription** (Synergy, OSDI'22): when a node's workers hold more cores than it
   has, each gets its proportional share (assumed: fair sharing by the OS) and runs at its
   model's measured throughput at that many cores per GPU over that at its allocation
-  (linear between measured points and through 0 below one core: assumed).
+  (linear between measured points and through 0 below one core: assumed; the factor's
+  exponent ``cpu_starvation_weight``, 1 by default, is the sensitivity knob of these CPU
+  assumptions, swept by ``benchmarks/colocation_study.py``).
 * **Host memory over capacity** crashes the newest workers' jobs until the rest fit
   (assumed: the kernel's OOM killer picks the newest process).
 * **Crashes and restarts** (Muri's profiled start-up overheads): a crashed job loses the
@@ -334,6 +336,7 @@ class ColocationMixin:
             k.cpu_y,
             k.cpu_n,
             float(self.cfg.unmeasured_gpu_share),
+            float(self.cfg.cpu_starvation_weight),
             self.w_rate,
             self.w_gshared,
             self.w_starved,
@@ -377,6 +380,7 @@ class ColocationMixin:
             models,
             alloc,
             self.cfg.unmeasured_gpu_share,
+            self.cfg.cpu_starvation_weight,
         )
 
     def _mark_dirty(self, nodes: np.ndarray) -> None:

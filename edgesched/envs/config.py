@@ -254,6 +254,13 @@ class SimConfig:
     """``measured``: on GPUs without measurements (Jetson-class boards, custom capacities),
     each of ``k`` workers sharing a GPU runs at ``unmeasured_gpu_share / (k * m_k)`` of its
     speed alone (time-slicing with Muri's interleaving multiplier ``m_k``; assumed)."""
+    cpu_starvation_weight: float = 1.0
+    """``measured``: exponent of the CPU-starvation factor (the model's measured throughput
+    at its fair share of an oversubscribed node's cores over that at its allocation): 1 is
+    the measured curve; 0 makes oversubscribed cores free, 2 squares the slowdown. A
+    sensitivity knob for the assumptions of the CPU model (fair sharing by the OS, the
+    curve's linear extension below one core, independence from GPU sharing), swept by
+    ``benchmarks/colocation_study.py --cpu-weights``."""
     advance: str = "every_step"
     """``every_step``: clock advances every step. ``when_idle``: only when nobody places."""
     obs_delay: int = 0

@@ -91,6 +91,7 @@ def validate(cfg: Any) -> None:
     _int_range("checkpoint_interval", cfg.checkpoint_interval, 0, 10_000_000)
     _float_range("switch_weight", cfg.switch_weight, 0.0, 1.0)
     _float_range("unmeasured_gpu_share", cfg.unmeasured_gpu_share, 0.0, 2.0)
+    _float_range("cpu_starvation_weight", cfg.cpu_starvation_weight, 0.0, 4.0)
     _int_range("diurnal_period_slots", cfg.diurnal_period_slots, 1, 10_000_000)
     _int_range("max_jobs", cfg.max_jobs, 0, 10_000_000)
     _int_range("pending_slots", cfg.pending_slots, 1, 1024)

@@ -66,6 +66,7 @@ def node_rule(
     cpu_y: np.ndarray,
     cpu_n: np.ndarray,
     unmeasured_share: float,
+    cpu_weight: float,
     rate: np.ndarray,
     shared: np.ndarray,
     crash: np.ndarray,
@@ -166,7 +167,10 @@ def node_rule(
             m = models[i]
             per_gpu = alloc[i, 0] / max(alloc[i, 1], 1.0)
             full = interp1(per_gpu, cpu_x[m], cpu_y[m], cpu_n[m])
-            rate[i] *= interp1(per_gpu * share, cpu_x[m], cpu_y[m], cpu_n[m]) / max(full, 1e-12)
+            f = interp1(per_gpu * share, cpu_x[m], cpu_y[m], cpu_n[m]) / max(full, 1e-12)
+            if cpu_weight != 1.0:
+                f = f**cpu_weight
+            rate[i] *= f
     for i in range(k_all):
         rate[i] = max(rate[i], 1e-12)
     return n_crash, starved
@@ -185,8 +189,8 @@ def evaluate_nodes(
     per job and worker ``w_node``, ``w_seq``, ``w_alloc``, ``j_model``; per node
     ``capacity``, ``used``, ``node_class``, ``node_slowed``; whether some level requests a
     fractional GPU; the :class:`~edgesched.envs.colocation.KernelTables`; the
-    ``unmeasured_gpu_share``; and the per-worker outputs ``w_rate``, ``w_gshared``,
-    ``w_starved``.
+    ``unmeasured_gpu_share`` and ``cpu_starvation_weight``; and the per-worker outputs
+    ``w_rate``, ``w_gshared``, ``w_starved``.
 
     A dirty node within capacity (whole-GPU requests only, no fractional levels) shares
     nothing: its workers run at rate 1, which needs writing only where ``node_slowed`` says
@@ -203,7 +207,7 @@ def evaluate_nodes(
     (
         w_node, w_seq, w_alloc, j_model, capacity, used, node_class, node_slowed,
         frac_levels, pair, fail, interleave, cpu_x, cpu_y, cpu_n, unmeasured_share,
-        w_rate, w_gshared, w_starved,
+        cpu_weight, w_rate, w_gshared, w_starved,
     ) = state  # fmt: skip
     n_nodes = dirty.shape[0]
     todo = np.zeros(n_nodes, dtype=np.bool_)
@@ -300,6 +304,7 @@ def evaluate_nodes(
             cpu_y,
             cpu_n,
             unmeasured_share,
+            cpu_weight,
             rate[s:e],
             shared[s:e],
             crash,
@@ -437,6 +442,6 @@ def measured_slot(
             dirty_ext[recheck[x]] = True
     elif reuse:
         return none, False, none, none, np.empty((0, 0)), 0
-    w_rate, w_gshared, w_starved = state[16], state[17], state[18]
+    w_rate, w_gshared, w_starved = state[-3], state[-2], state[-1]  # the outputs come last
     shared, starved, slow, slowed = slot_rates(running, w_rate, w_gshared, w_starved, per, copies)
     return none, any_dirty, shared, starved, slow, 2 if slowed else 1

@@ -100,6 +100,7 @@ def node_outcome(
     models: np.ndarray | list[int],
     alloc: np.ndarray | list[list[float]],
     unmeasured_share: float,
+    cpu_weight: float = 1.0,
 ) -> tuple[list[int], list[float], list[bool], bool]:
     """What one node does to its running workers (placement order), any configuration.
 
@@ -117,6 +118,8 @@ def node_outcome(
         models: (K,) model of each worker.
         alloc: (K, 3) their allocations (an array or nested lists).
         unmeasured_share: ``unmeasured_gpu_share`` of the configuration.
+        cpu_weight: ``cpu_starvation_weight`` of the configuration (the CPU factor's
+            exponent; 1: the measured curve).
 
     Returns:
         ``(crash, rate, gpu_shared, cpu_starved)`` as lists: positions of the workers whose
@@ -168,7 +171,10 @@ def node_outcome(
         per_gpu = [a[0] / max(a[1], 1.0) for a in alloc_l]
         for i, mi in enumerate(models_l):
             full = float(tab.cpu_rate(mi, per_gpu[i]))
-            rate[i] *= float(tab.cpu_rate(mi, per_gpu[i] * share)) / max(full, 1e-12)
+            f = float(tab.cpu_rate(mi, per_gpu[i] * share)) / max(full, 1e-12)
+            if cpu_weight != 1.0:
+                f = f**cpu_weight
+            rate[i] *= f
     # a failing pair seen only here (a crash elsewhere re-packed the node's GPUs) makes no
     # progress this slot; the next slot's first pass crashes its newer job
     return crash, [max(r, 1e-12) for r in rate], gpu_shared, bool(starved)
