@@ -424,3 +424,34 @@ def test_the_most_failing_gavel_jobs_are_the_ones_the_page_names():
     ranked = sorted(counts, key=lambda j: -counts[j][0])
     assert tuple(ranked[:2]) == MOST_FAILING_GAVEL_JOBS
     assert [counts[j] for j in MOST_FAILING_GAVEL_JOBS] == [(26, 26), (13, 26)]
+
+
+def test_colocation_binding_counts_what_it_says():
+    """benchmarks/colocation_binding.py: five 1-GPU workers on one GPU, cores 10 on 8."""
+    import importlib.util
+    from pathlib import Path
+
+    from edgesched.envs.view import ClusterView
+
+    path = Path(__file__).parents[1] / "benchmarks" / "colocation_binding.py"
+    spec = importlib.util.spec_from_file_location("colocation_binding", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    caps, classes = ((8, 1, 64), (8, 1, 64)), ("v100", "v100")
+    sim = _sim(caps, classes, models=(("cifar10", 1.0),), arrival_rate=8.0)
+    jobs = _jobs_of(sim, "cifar10", 5)
+    for j in jobs:
+        _place(sim, j, 0)  # (2 cores, 1 GPU) each: 10 cores and 5 GPUs on (8, 1)
+    view = ClusterView(sim)
+    assert set(view.running.tolist()) == set(jobs)
+    got = mod.binding_counts(view)
+    assert got["gpu_nodes"] == 2 and got["gpu_over4"] == 1
+    assert got["workers"] == 5 and got["starved"] == 5
+    # 2 cores per GPU at a share of 8/10: 1.6 cores per GPU, not below one
+    assert got["below_one"] == 0
+    _place(sim, _jobs_of(sim, "cifar10", 1)[0], 0)  # 12 cores on 8: 2 x 2/3 = 1.33
+    assert mod.binding_counts(view)["below_one"] == 0
+    for j in _jobs_of(sim, "cifar10", 3):
+        _place(sim, j, 0)  # 18 cores on 8: 2 x 4/9 = 0.89 cores per GPU
+    assert mod.binding_counts(view)["below_one"] == 9

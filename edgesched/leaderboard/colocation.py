@@ -162,7 +162,9 @@ def render_colocation(
             + crash_text(measured, present)
             + " `benchmarks/colocation_study.py` sweeps the model's assumed parameters "
             "(`unmeasured_gpu_share`, `checkpoint_interval`, the measured class standing in "
-            "for the `gpu_server` tier's T4) on the same question.",
+            "for the `gpu_server` tier's T4, the CPU model's `cpu_starvation_weight`) on the "
+            "same question; `benchmarks/colocation_binding.py` measures how often the "
+            "assumptions without a parameter bind.",
             "",
         ]
     return "\n".join(lines)
