@@ -11,7 +11,7 @@ premise under each collision model, on the same held-out workloads:
 * the sensitivity sweep of the measured model's assumed parameters, one at a time around
   the scenario's settings: ``unmeasured_gpu_share`` (how well a Jetson-class GPU without
   measurements time-slices; 1.0 by default), ``checkpoint_interval`` (slots of running
-  between checkpoints, which sets the work a crash loses; 10 by default; 0: never) and the
+  between checkpoints, which sets the work a crash loses; 10 by default; 0: never), the
   measured GPU class that stands in for the ``gpu_server`` tier's T4 (P100 by default,
   ``tier_gpu_classes``) and ``cpu_starvation_weight`` (the exponent of the CPU-starvation
   factor: 0 makes oversubscribed cores free, 2 squares the slowdown; an envelope for the
@@ -73,9 +73,9 @@ def models_to_run(
         shares: ``unmeasured_gpu_share`` values to sweep.
         checkpoints: ``checkpoint_interval`` values to sweep.
         t4_as: measured GPU classes to try for the ``gpu_server`` tier.
-        cpu_weights: ``cpu_starvation_weight`` values to sweep (the CPU model's envelope).
         defaults: the scenario's configuration (a swept value equal to it is the
             ``measured`` row, not repeated).
+        cpu_weights: ``cpu_starvation_weight`` values to sweep (the CPU model's envelope).
 
     Returns:
         ``(label, overrides)`` pairs, ``timeshare`` and ``measured`` first.
