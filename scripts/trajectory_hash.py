@@ -76,6 +76,28 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         False,
     ),
     "edge10-v1+checkpoint3": ("edge10-v1", {"checkpoint_interval": 3, "arrival_rate": 0.3}, False),
+    # the measured model's assumption parameters and re-allocation's switch weight
+    "edge10-v1+tier-classes-cpu-weight": (
+        "edge10-v1",
+        {"tier_gpu_classes": (("gpu_server", "v100"),), "cpu_starvation_weight": 2.0},
+        False,
+    ),
+    "edge10-v1+switch-weight-resize": ("edge10-v1", {"switch_weight": 0.5}, True),
+    # the original TapFinger code's rules (issue 21), together and the per-type minimum
+    "tapfinger-hetero6-v0+original-rules": (
+        "tapfinger-hetero6-v0",
+        {
+            "pending_refill": "on_advance",
+            "waiting_charge": "every_viewer",
+            "conflict_rule": "fit_argmax",
+        },
+        False,
+    ),
+    "tapfinger-hetero6-v0+min-demand": (
+        "tapfinger-hetero6-v0",
+        {"tapfinger_min_demand": (("IMG", 1.0, 1.0), ("LM", 1.0, 1.0))},
+        False,
+    ),
 }
 """Option variants beyond the registered scenarios: name -> (scenario, overrides, resize)."""
 
