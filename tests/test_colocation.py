@@ -455,3 +455,42 @@ def test_colocation_binding_counts_what_it_says():
     for j in _jobs_of(sim, "cifar10", 3):
         _place(sim, j, 0)  # 18 cores on 8: 2 x 4/9 = 0.89 cores per GPU
     assert mod.binding_counts(view)["below_one"] == 9
+
+
+def test_a_resize_that_repacks_a_failing_pair_crashes_the_newer_job_at_its_checkpoint():
+    """The crash path end to end: a re-packing, not a placement, brings a failing pair.
+
+    A 2-GPU K80 node packs workers in placement order: B (ResNet-50, 1 GPU) on GPU 0, X
+    (ResNet-18 at scale 2, 2 GPUs) on GPUs 1 and 0, C (ResNet-50, 1 GPU) on GPU 1; each
+    ResNet-50 shares with ResNet-18, which fits. After 5 slots X shrinks to 1 GPU (GPU 1),
+    so C wraps onto GPU 0 with B: ResNet-50 with itself fails on the K80, and C, the newer,
+    crashes back to its checkpoint of slot 3, having run 5 slots.
+    """
+    caps, classes = ((16, 2, 64), (16, 2, 64)), ("k80", "k80")
+    sim = _sim(
+        caps,
+        classes,
+        models=(("imagenet", 0.5), ("cifar10", 0.5)),
+        arrival_rate=8.0,
+        checkpoint_interval=3,
+    )
+    (b, c), (x,) = _jobs_of(sim, "imagenet", 2), _jobs_of(sim, "cifar10", 1)
+    _place(sim, b, 0)
+    _place(sim, x, 0, level=1)  # scale 2: 2 GPUs
+    _place(sim, c, 0)
+    assert sim.w_alloc[x, 0, 1] == 2.0
+    seen = []
+    for _ in range(5):
+        _defer(sim)
+        assert sim.counters.crashes == 0
+        seen.append(float(sim.progress[c]))
+    assert sim.ckpt_progress[c] == seen[2] and seen[4] > seen[2] > 0
+    progress_b = float(sim.progress[b])
+    assert sim.resize(np.array([x]), np.array([-1])).all()
+    _defer(sim)
+    assert sim.counters.crashes == 1
+    assert sim.status[c] == QUEUED and sim.placed[c] == 0
+    assert sim.progress[c] == seen[2]  # back at its checkpoint
+    assert sim.counters.crash_slots_lost == 2  # slots 4 and 5 since it
+    assert sim.status[b] == RUNNING and sim.progress[b] > progress_b  # the older one runs on
+    assert sim.counters.restart_seconds > 0
