@@ -26,8 +26,8 @@ import numpy as np
 
 from edgesched.algos.rlpto import VolumeForecaster, mae_rmse
 from edgesched.envs import EdgeClusterSim, make_config
-from edgesched.envs.scenarios import PHILLY_TRACE
 from edgesched.envs.topology import find_data_dir
+from edgesched.envs.trace_scenarios import PHILLY_TRACE
 from edgesched.envs.workloads import read_philly
 
 METHODS = ("arima", "gru", "combined", "last_value", "moving_average", "seasonal_naive")

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from edgesched.envs import EdgeClusterSim, make_config
-from edgesched.envs.scenarios import PHILLY_TRACE
 from edgesched.envs.topology import find_data_dir
+from edgesched.envs.trace_scenarios import PHILLY_TRACE
 from edgesched.envs.workloads import TraceWorkload, read_philly
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -1,5 +1,6 @@
 """The edgesched simulator and its API views (numpy only; no torch here)."""
 
+from . import trace_scenarios  # noqa: F401  (registers edge50-philly and edge50-trace)
 from .catalog import hardware_tiers, model_catalog
 from .central import EdgeSchedCentralEnv
 from .config import ConfigError, SimConfig

@@ -206,7 +206,7 @@ class EdgeClusterSim(
             state["_coloc_k"] = kernel_tables(state["_coloc"])
             # its cached slowdowns hold job ids where per-copy counts are kept now
             state["_slow_cache"] = None
-        if "_node_over" not in state:  # pickled before per-node overload counts
+        if "_node_over" not in state and "_util_sum" in state:  # pickled before the count
             state["_node_over"] = np.zeros(len(state["_util_sum"]), dtype=np.int64)
         if "_episode_no" not in state:  # pickled before episode keys were counters
             state["_episode_no"] = -1 - np.arange(len(state["_wl"]), dtype=np.int64)
