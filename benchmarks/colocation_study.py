@@ -86,38 +86,22 @@ def models_to_run(
         ("timeshare", {"collision_mode": "timeshare"}),
         ("measured", {"collision_mode": "measured"}),
     ]
-    for s in shares:
-        if s != defaults.unmeasured_gpu_share:
-            out.append(
-                (
-                    f"measured, unmeasured_gpu_share={s:g}",
-                    {"collision_mode": "measured", "unmeasured_gpu_share": s},
-                )
-            )
-    for c in checkpoints:
-        if c != defaults.checkpoint_interval:
-            out.append(
-                (
-                    f"measured, checkpoint_interval={c}",
-                    {"collision_mode": "measured", "checkpoint_interval": c},
-                )
-            )
-    for cls in t4_as:
-        if cls != TIER_GPU_CLASS["gpu_server"]:
-            out.append(
-                (
-                    f"measured, gpu_server T4 as {cls}",
-                    {"collision_mode": "measured", "tier_gpu_classes": (("gpu_server", cls),)},
-                )
-            )
-    for w in cpu_weights:
-        if w != defaults.cpu_starvation_weight:
-            out.append(
-                (
-                    f"measured, cpu_starvation_weight={w:g}",
-                    {"collision_mode": "measured", "cpu_starvation_weight": w},
-                )
-            )
+    sweeps = (
+        ("unmeasured_gpu_share", shares, defaults.unmeasured_gpu_share),
+        ("checkpoint_interval", checkpoints, defaults.checkpoint_interval),
+        (
+            "tier_gpu_classes",
+            [(("gpu_server", c),) for c in t4_as],
+            (("gpu_server", TIER_GPU_CLASS["gpu_server"]),),
+        ),
+        ("cpu_starvation_weight", cpu_weights, defaults.cpu_starvation_weight),
+    )
+    for key, values, default in sweeps:
+        for v in values:
+            if v == default:
+                continue  # that is the measured row
+            label = f"gpu_server T4 as {v[0][1]}" if key == "tier_gpu_classes" else f"{key}={v:g}"
+            out.append((f"measured, {label}", {"collision_mode": "measured", key: v}))
     return out
 
 

@@ -17,8 +17,12 @@ samples of the same worker alone.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 from importlib import resources
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -42,6 +46,7 @@ BASE: dict[str, Any] = {
     "target_quality": (0.99, 0.99),
     "collision_mode": "measured",
 }
+ROOT = Path(__file__).resolve().parents[1]
 TABLE = json.loads(resources.files("edgesched.envs").joinpath("data/colocation.json").read_text())
 
 
@@ -58,6 +63,20 @@ def _sim(caps, classes, seed: int = 3, **overrides: Any) -> EdgeClusterSim:
     sim = EdgeClusterSim(SimConfig.from_dict(params))
     sim.reset(seed)
     return sim
+
+
+def _data_dir() -> Path:
+    """The real-data folder (``EDGESCHED_DATA_DIR``, else ``../shared/data``)."""
+    return Path(os.environ.get("EDGESCHED_DATA_DIR", ROOT / ".." / "shared" / "data"))
+
+
+def _load_script(rel: str) -> ModuleType:
+    """Import a script of the checkout (``scripts/`` and ``benchmarks/`` are no packages)."""
+    spec = importlib.util.spec_from_file_location(Path(rel).stem, ROOT / rel)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _jobs_of(sim: EdgeClusterSim, model: str, n: int) -> list[int]:
@@ -224,20 +243,10 @@ def test_bad_measured_settings_name_the_parameter():
 
 def test_the_committed_table_reproduces_from_the_data():
     """``scripts/derive_colocation.py --check`` (skips without ``../shared/data``)."""
-    import importlib.util
-    import os
-    from pathlib import Path
-
-    root = Path(__file__).parents[1]
-    data = Path(os.environ.get("EDGESCHED_DATA_DIR", root / ".." / "shared" / "data"))
+    data = _data_dir()
     if not (data / "colocation").is_dir():
         pytest.skip(f"co-location data not found at {data.resolve()}")
-    spec = importlib.util.spec_from_file_location(
-        "derive_colocation", root / "scripts" / "derive_colocation.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load_script("scripts/derive_colocation.py")
     assert mod.build_table(data.resolve()) == TABLE
 
 
@@ -403,23 +412,13 @@ def test_tier_gpu_classes_replace_the_declared_mapping():
 
 def test_the_most_failing_gavel_jobs_are_the_ones_the_page_names():
     """``leaderboards/colocation.md`` names them (skips without ``../shared/data``)."""
-    import importlib.util
-    import os
-    from pathlib import Path
-
     from edgesched.leaderboard.colocation import MOST_FAILING_GAVEL_JOBS
 
-    root = Path(__file__).parents[1]
-    data = Path(os.environ.get("EDGESCHED_DATA_DIR", root / ".." / "shared" / "data"))
+    data = _data_dir()
     path = data / "colocation" / "gavel_physical_cluster_throughputs.json"
     if not path.is_file():
         pytest.skip(f"co-location data not found at {data.resolve()}")
-    spec = importlib.util.spec_from_file_location(
-        "derive_colocation", root / "scripts" / "derive_colocation.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load_script("scripts/derive_colocation.py")
     counts = mod.failing_partners(mod.load_gavel(path), "k80")
     ranked = sorted(counts, key=lambda j: -counts[j][0])
     assert tuple(ranked[:2]) == MOST_FAILING_GAVEL_JOBS
@@ -428,16 +427,9 @@ def test_the_most_failing_gavel_jobs_are_the_ones_the_page_names():
 
 def test_colocation_binding_counts_what_it_says():
     """benchmarks/colocation_binding.py: five 1-GPU workers on one GPU, cores 10 on 8."""
-    import importlib.util
-    from pathlib import Path
-
     from edgesched.envs.view import ClusterView
 
-    path = Path(__file__).parents[1] / "benchmarks" / "colocation_binding.py"
-    spec = importlib.util.spec_from_file_location("colocation_binding", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load_script("benchmarks/colocation_binding.py")
     caps, classes = ((8, 1, 64), (8, 1, 64)), ("v100", "v100")
     sim = _sim(caps, classes, models=(("cifar10", 1.0),), arrival_rate=8.0)
     jobs = _jobs_of(sim, "cifar10", 5)

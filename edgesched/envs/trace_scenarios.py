@@ -12,6 +12,7 @@ from typing import Any
 from .scenarios import (
     EDGE_RATE,
     V1_EDGE,
+    V1_HISTORY,
     V1_NOTE,
     Scenario,
     _edge,
@@ -42,12 +43,11 @@ _TRACE_DESCRIPTION = (
     "their models and GPU counts, sampled from Philly). Rescaling as in edge50-philly."
 )
 _TRACE = _edge(50, 6, 10, EDGE_RATE, trace_path=POLLUX_WORKLOAD, trace_format="auto")
+# v1 also: an Alibaba pod's part of a GPU (gpu_milli) is a shared-GPU worker, not a whole GPU
+_TRACE_V1_EXTRA: dict[str, Any] = {"trace_fractional_gpus": True}
 _TRACE_V1_HISTORY = (
-    "v1: collision_mode='measured' (co-location costs measured by Gavel, Synergy and Muri "
-    "instead of perfect time-sharing), pending_slots=4 (task choice among the first four "
-    "queued jobs) and trace_fractional_gpus=True (an Alibaba pod's part of a GPU, gpu_milli, "
-    "is a worker holding that share, not a whole GPU); v0's dynamics stay available as "
-    "collision_mode='timeshare', pending_slots=1."
+    f"{V1_HISTORY} Also trace_fractional_gpus=True: an Alibaba pod's part of a GPU "
+    "(gpu_milli) is a worker holding that share, not a whole GPU."
 )
 _register_v0_v1(
     "edge50-trace",
@@ -55,8 +55,7 @@ _register_v0_v1(
     _TRACE,
     # the default trace; a trace_path override of the user's own needs none of ours
     data=("pollux-workload-1",),
-    # v1: an Alibaba pod's part of a GPU (gpu_milli) is a shared-GPU worker, not a whole GPU
-    v1_extra={"trace_fractional_gpus": True},
+    v1_extra=_TRACE_V1_EXTRA,
     v1_history=_TRACE_V1_HISTORY,
 )
 TRACE_V2: dict[str, Any] = dict(trace_window_rule="per_job", trace_drop_never_ran=True)
@@ -79,7 +78,7 @@ register_scenario(
         + V1_NOTE.replace(" v1:", " v1/v2:")
         + " v2: each episode's window is drawn around a uniformly drawn job of the trace, "
         "and records that never ran are dropped.",
-        {**_TRACE, **V1_EDGE, "trace_fractional_gpus": True, **TRACE_V2},
+        {**_TRACE, **V1_EDGE, **_TRACE_V1_EXTRA, **TRACE_V2},
         history=(
             "v0: first release.",
             _TRACE_V1_HISTORY,
