@@ -15,7 +15,10 @@ premise under each collision model, on the same held-out workloads:
   measured GPU class that stands in for the ``gpu_server`` tier's T4 (P100 by default,
   ``tier_gpu_classes``) and ``cpu_starvation_weight`` (the exponent of the CPU-starvation
   factor: 0 makes oversubscribed cores free, 2 squares the slowdown; an envelope for the
-  CPU model's assumptions of fair sharing and a linear curve below one core).
+  CPU model's assumptions of fair sharing and a linear curve below one core), and
+  ``gavel_model_map`` (``largest_batch``: the three catalog models without a matching
+  architecture in Gavel's measurements read at their stand-in's largest measured batch,
+  whose shared runs fail far more often; the envelope of the declared model map).
 
 For each (scenario, model, heuristic) it reports the unshielded and the central-shielded
 mean JCT over the held-out seeds with 95% t-intervals over seeds, the shield's relative
@@ -27,8 +30,8 @@ Usage::
 
     python benchmarks/colocation_study.py                 # edge50-highload and edge50, 5 seeds
     python benchmarks/colocation_study.py --scenarios edge50 --seeds 3
-    python benchmarks/colocation_study.py --shares 1 --checkpoints --t4-as --cpu-weights
-        # (no sweep)
+    python benchmarks/colocation_study.py --shares 1 --checkpoints --t4-as --cpu-weights \
+        --gavel-maps                                     # (no sweep)
     python benchmarks/colocation_study.py --out benchmarks/results   # + colocation_study.md
 """
 
@@ -66,6 +69,7 @@ def models_to_run(
     t4_as: list[str],
     defaults: Any,
     cpu_weights: tuple[float, ...] = (),
+    gavel_maps: tuple[str, ...] = (),
 ) -> list[tuple[str, dict[str, Any]]]:
     """The collision models of the study: timeshare, measured, and the one-at-a-time sweep.
 
@@ -76,6 +80,7 @@ def models_to_run(
         defaults: the scenario's configuration (a swept value equal to it is the
             ``measured`` row, not repeated).
         cpu_weights: ``cpu_starvation_weight`` values to sweep (the CPU model's envelope).
+        gavel_maps: ``gavel_model_map`` readings to sweep (the model map's envelope).
 
     Returns:
         ``(label, overrides)`` pairs, ``timeshare`` and ``measured`` first.
@@ -95,18 +100,23 @@ def models_to_run(
             (("gpu_server", TIER_GPU_CLASS["gpu_server"]),),
         ),
         ("cpu_starvation_weight", cpu_weights, defaults.cpu_starvation_weight),
+        ("gavel_model_map", gavel_maps, defaults.gavel_model_map),
     )
     for key, values, default in sweeps:
         for v in values:
             if v == default:
                 continue  # that is the measured row
-            label = f"gpu_server T4 as {v[0][1]}" if key == "tier_gpu_classes" else f"{key}={v:g}"
+            if key == "tier_gpu_classes":
+                label = f"gpu_server T4 as {v[0][1]}"
+            else:
+                label = f"{key}={v}" if isinstance(v, str) else f"{key}={v:g}"
             out.append((f"measured, {label}", {"collision_mode": "measured", key: v}))
     return out
 
 
 def main() -> None:
     """Print (and optionally write) the shield's effect under each collision model."""
+    from edgesched.envs.colocation import gavel_model_maps
     from edgesched.envs.config_checks import MEASURED_GPU_CLASSES
     from edgesched.envs.scenarios import get_scenario
 
@@ -119,6 +129,9 @@ def main() -> None:
         "--t4-as", nargs="*", default=["k80", "v100"], choices=list(MEASURED_GPU_CLASSES)
     )
     p.add_argument("--cpu-weights", nargs="*", type=float, default=[0.0, 2.0])
+    p.add_argument(
+        "--gavel-maps", nargs="*", default=["largest_batch"], choices=list(gavel_model_maps())
+    )
     p.add_argument("--seeds", type=int, default=5, help="held-out seeds from 10000")
     p.add_argument("--out", default="", help="directory for colocation_study.md")
     args = p.parse_args()
@@ -135,7 +148,12 @@ def main() -> None:
     for name in args.scenarios:
         defaults = get_scenario(name).config()
         sweep = models_to_run(
-            args.shares, args.checkpoints, args.t4_as, defaults, tuple(args.cpu_weights)
+            args.shares,
+            args.checkpoints,
+            args.t4_as,
+            defaults,
+            tuple(args.cpu_weights),
+            tuple(args.gavel_maps),
         )
         for label, overrides in sweep:
             handle = resolve_scenario(name, **overrides)

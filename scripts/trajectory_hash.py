@@ -82,6 +82,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         {"tier_gpu_classes": (("gpu_server", "v100"),), "cpu_starvation_weight": 2.0},
         False,
     ),
+    "edge10-v1+gavel-largest-batch": ("edge10-v1", {"gavel_model_map": "largest_batch"}, False),
     "edge10-v1+switch-weight-resize": ("edge10-v1", {"switch_weight": 0.5}, True),
     # the original TapFinger code's rules (issue 21), together and the per-type minimum
     "tapfinger-hetero6-v0+original-rules": (

@@ -410,6 +410,48 @@ def test_tier_gpu_classes_replace_the_declared_mapping():
             cfg.replace(tier_gpu_classes=bad)
 
 
+def test_gavel_model_map_rereads_only_the_assumed_models():
+    """``largest_batch``: bert, deepspeech2, yolov3 at their stand-in's largest batch."""
+    models = tuple(TABLE["models"])
+    alt = TABLE["gavel_map_alternatives"]["largest_batch"]
+    assert set(alt["gavel"]) == {"bert", "deepspeech2", "yolov3"}
+    for m, job in alt["gavel"].items():  # the same architecture as the declared entry
+        assert job.split(" (")[0] == TABLE["model_map"][m]["gavel"].split(" (")[0]
+    declared, heavy = colocation_table(models), colocation_table(models, "largest_batch")
+    fixed = [models.index(m) for m in models if m not in alt["gavel"]]
+    ix = np.ix_(range(len(declared.classes)), fixed, fixed)
+    np.testing.assert_array_equal(heavy.pair[ix], declared.pair[ix])
+    assert not np.array_equal(heavy.pair, declared.pair)
+    y = models.index("yolov3")
+    # ResNet-50 at batch 128 failed with every partner Gavel paired it with on K80
+    assert heavy.fail[0, y].all() and heavy.fail[0, :, y].all()
+    assert heavy.fail.sum() > declared.fail.sum()
+    with pytest.raises(ConfigError, match="gavel_model_map='nearest'"):
+        colocation_table(models, "nearest")
+    with pytest.raises(ConfigError, match="gavel_model_map"):
+        SimConfig.from_dict({**BASE, "gavel_model_map": "nearest"})
+
+
+def test_largest_batch_crashes_a_pair_the_declared_map_lets_share():
+    caps, classes = ((8, 1, 64), (8, 1, 64)), ("k80", "k80")
+    kw = dict(models=(("cifar10", 0.5), ("yolov3", 0.5)), arrival_rate=8.0)
+    runs = {}
+    for reading in ("declared", "largest_batch"):
+        sim = _sim(caps, classes, gavel_model_map=reading, **kw)
+        (c,), (y,) = _jobs_of(sim, "cifar10", 1), _jobs_of(sim, "yolov3", 1)
+        _place(sim, c, 0)
+        _place(sim, y, 0)  # newer, on the same 1-GPU node
+        _defer(sim)
+        runs[reading] = (sim, c, y)
+    sim, c, y = runs["declared"]
+    assert _pair("k80", "cifar10", "yolov3") != (0.0, 0.0)
+    assert sim.status[c] == RUNNING and sim.status[y] == RUNNING
+    assert sim.counters.crashes == 0 and sim.counters.shared_gpu_slots == 2
+    sim, c, y = runs["largest_batch"]
+    assert sim.status[c] == RUNNING and sim.status[y] == QUEUED
+    assert sim.counters.crashes == 1 and sim.counters.shared_gpu_slots == 0
+
+
 def test_the_most_failing_gavel_jobs_are_the_ones_the_page_names():
     """``leaderboards/colocation.md`` names them (skips without ``../shared/data``)."""
     from edgesched.leaderboard.colocation import MOST_FAILING_GAVEL_JOBS

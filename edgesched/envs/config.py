@@ -261,6 +261,12 @@ class SimConfig:
     sensitivity knob for the assumptions of the CPU model (fair sharing by the OS, the
     curve's linear extension below one core, independence from GPU sharing), swept by
     ``benchmarks/colocation_study.py --cpu-weights``."""
+    gavel_model_map: str = "declared"
+    """``measured``: which reading of the assumed catalog-model -> Gavel-job entries sets the
+    shared-GPU pair rates: ``declared`` (the nearest batch size of the nearest architecture)
+    or ``largest_batch`` (those entries at their stand-in architecture's largest measured
+    batch, the most memory-hungry reading; a sensitivity knob swept by
+    ``benchmarks/colocation_study.py --gavel-maps``)."""
     advance: str = "every_step"
     """``every_step``: clock advances every step. ``when_idle``: only when nobody places."""
     obs_delay: int = 0

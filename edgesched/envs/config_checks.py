@@ -92,6 +92,13 @@ def validate(cfg: Any) -> None:
     _float_range("switch_weight", cfg.switch_weight, 0.0, 1.0)
     _float_range("unmeasured_gpu_share", cfg.unmeasured_gpu_share, 0.0, 2.0)
     _float_range("cpu_starvation_weight", cfg.cpu_starvation_weight, 0.0, 4.0)
+    from .colocation import gavel_model_maps  # reads the packaged table: only when checked
+
+    if cfg.gavel_model_map not in gavel_model_maps():
+        raise ConfigError(
+            f"gavel_model_map={cfg.gavel_model_map!r} is not allowed; use one of "
+            f"{list(gavel_model_maps())}"
+        )
     _int_range("diurnal_period_slots", cfg.diurnal_period_slots, 1, 10_000_000)
     _int_range("max_jobs", cfg.max_jobs, 0, 10_000_000)
     _int_range("pending_slots", cfg.pending_slots, 1, 1024)

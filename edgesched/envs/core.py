@@ -184,6 +184,19 @@ class EdgeClusterSim(
         deferred; ``None`` when every action was valid (``invalid_action='defer'`` only)."""
 
     # ------------------------------------------------------------------ models
+    def __getstate__(self) -> dict[str, Any]:
+        """The simulator's state for pickling, without the measured model's call buffers.
+
+        They are scratch of one layout (the slowdown buffer alone is jobs x workers floats)
+        and are rebuilt on the next slot; the reuse of the last slowdowns goes with them,
+        which changes no result (they are recomputed from the stored rates).
+        """
+        state = self.__dict__.copy()
+        if state.get("_kstate") is not None:
+            state["_kstate"] = None
+            state["_slow_cache"] = None
+        return state
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Restore a pickled simulator, including one pickled by an earlier version.
 
@@ -206,6 +219,10 @@ class EdgeClusterSim(
             state["_coloc_k"] = kernel_tables(state["_coloc"])
             # its cached slowdowns hold job ids where per-copy counts are kept now
             state["_slow_cache"] = None
+        if "_kstate" not in state:  # pickled before the measured call's buffers
+            state["_kstate"] = None
+            state["_slow_cache"] = None  # it held the slowdowns themselves
+            state["_maybe_dirty"] = True
         if "_node_over" not in state and "_util_sum" in state:  # pickled before the count
             state["_node_over"] = np.zeros(len(state["_util_sum"]), dtype=np.int64)
         if "_episode_no" not in state:  # pickled before episode keys were counters

@@ -346,19 +346,22 @@ def slot_rates(
     w_gshared: np.ndarray,
     w_starved: np.ndarray,
     per: int,
-    copies: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:  # pragma: no cover - compiled
+    shared: np.ndarray,
+    starved: np.ndarray,
+    slow: np.ndarray,
+) -> bool:  # pragma: no cover - compiled
     """The ``running`` jobs' stored rates as (R, W) slowdowns, and per-copy flag counts.
 
+    Writes ``shared`` and ``starved`` ((copies,): workers sharing a GPU and workers on an
+    oversubscribed node per copy, ``per`` job ids a copy) and ``slow[:R]`` (``1 / rate`` of
+    every worker slot of the R running jobs).
+
     Returns:
-        ``(shared, starved, slow, slowed)``: (copies,) workers sharing a GPU and workers on
-        an oversubscribed node per copy (``per`` job ids a copy), ``1 / rate`` of every
-        worker slot, and whether any rate differs from 1.
+        Whether any rate differs from 1.
     """
     n_w = w_rate.shape[1]
-    shared = np.zeros(copies, dtype=np.int64)
-    starved = np.zeros(copies, dtype=np.int64)
-    slow = np.empty((running.shape[0], n_w))
+    shared[:] = 0
+    starved[:] = 0
     slowed = False
     for r in range(running.shape[0]):
         j = running[r]
@@ -374,7 +377,7 @@ def slot_rates(
                 shared[b] += 1
             if w_starved[j, w]:
                 starved[b] += 1
-    return shared, starved, slow, slowed
+    return slowed
 
 
 @compiled
@@ -402,25 +405,52 @@ def measured_slot(
     first: bool,
     reuse: bool,
     running: np.ndarray,
-    state: tuple,
     per: int,
-    copies: int,
-) -> tuple[np.ndarray, bool, np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover
+    crashed_out: np.ndarray,
+    shared_out: np.ndarray,
+    starved_out: np.ndarray,
+    slow_out: np.ndarray,
+    w_node: np.ndarray,
+    w_seq: np.ndarray,
+    w_alloc: np.ndarray,
+    j_model: np.ndarray,
+    capacity: np.ndarray,
+    used: np.ndarray,
+    node_class: np.ndarray,
+    node_slowed: np.ndarray,
+    frac_levels: bool,
+    pair: np.ndarray,
+    fail: np.ndarray,
+    interleave: np.ndarray,
+    cpu_x: np.ndarray,
+    cpu_y: np.ndarray,
+    cpu_n: np.ndarray,
+    unmeasured_share: float,
+    cpu_weight: float,
+    w_rate: np.ndarray,
+    w_gshared: np.ndarray,
+    w_starved: np.ndarray,
+) -> tuple[int, int, int]:  # pragma: no cover - compiled
     """One slot's measured bookkeeping in one call: dirty nodes, then the slowdowns.
 
     Evaluates the dirty nodes (``dirty_ext``, per node plus an always-False sentinel) of the
     advancing copies (``adv`` per node, or all when ``every``) with :func:`evaluate_nodes`
-    (``state`` as there).
-    If the ``first`` pass finds jobs to crash it returns them at once, writing nothing; the
-    caller crashes them and calls again with ``first=False``. Otherwise it clears those
-    dirty flags, sets the flags of nodes to re-check next slot, and returns the slowdowns
-    and flag counts of :func:`slot_rates`, unless nothing was dirty and ``reuse`` says the
-    caller's last ones still hold.
+    (the arguments from ``w_node`` on are its ``state``, flattened: numba types a tuple
+    argument element by element in Python, a flat array argument in C).
+    If the ``first`` pass finds jobs to crash it writes them to ``crashed_out`` and returns
+    at once, writing nothing else; the caller crashes them and calls again with
+    ``first=False``. Otherwise it clears those dirty flags, sets the flags of nodes to
+    re-check next slot, and writes :func:`slot_rates`'s outputs to ``shared_out``,
+    ``starved_out`` and ``slow_out``, unless nothing was dirty and ``reuse`` says the
+    caller's last ones (still in those buffers) hold. Results go to the caller's buffers
+    because returning arrays costs a boxed array each, a few microseconds a slot.
 
     Returns:
-        ``(crashed, evaluated, shared, starved, slow, flags)``: jobs to crash, whether some
-        node was evaluated, :func:`slot_rates`'s outputs, and 0 (not computed: reuse the
-        last), 1 (computed, nothing slowed) or 2 (computed, some worker slowed).
+        ``(n_crashed, evaluated, flags)``: how many entries of ``crashed_out`` are jobs to
+        crash (a job may appear twice); whether some node was evaluated (0: no; 1: yes; 2:
+        yes, and some node is dirty again, to re-check next slot); and 0 (nothing
+        written: reuse the last), 1 (written, nothing slowed) or 2 (written, some worker
+        slowed).
     """
     n_nodes = adv.shape[0]
     dirty = np.zeros(n_nodes, dtype=np.bool_)
@@ -429,19 +459,28 @@ def measured_slot(
         if dirty_ext[n] and (every or adv[n]):
             dirty[n] = True
             any_dirty = True
-    none = np.empty(0, dtype=np.int64)
     if any_dirty:
+        state = (
+            w_node, w_seq, w_alloc, j_model, capacity, used, node_class, node_slowed,
+            frac_levels, pair, fail, interleave, cpu_x, cpu_y, cpu_n, unmeasured_share,
+            cpu_weight, w_rate, w_gshared, w_starved,
+        )  # fmt: skip
         crashed, recheck = evaluate_nodes(dirty, first, running, state)
         if crashed.shape[0]:
-            return crashed, True, none, none, np.empty((0, 0)), 0
+            crashed_out[: crashed.shape[0]] = crashed
+            return crashed.shape[0], 1, 0
         for n in range(n_nodes):
             if every or adv[n]:
                 dirty_ext[n] = False
         # a failing pair that only the survivors' re-packing revealed: decided next slot
         for x in range(recheck.shape[0]):
             dirty_ext[recheck[x]] = True
+        evaluated = 2 if recheck.shape[0] else 1
     elif reuse:
-        return none, False, none, none, np.empty((0, 0)), 0
-    w_rate, w_gshared, w_starved = state[-3], state[-2], state[-1]  # the outputs come last
-    shared, starved, slow, slowed = slot_rates(running, w_rate, w_gshared, w_starved, per, copies)
-    return none, any_dirty, shared, starved, slow, 2 if slowed else 1
+        return 0, 0, 0
+    else:
+        evaluated = 0
+    slowed = slot_rates(
+        running, w_rate, w_gshared, w_starved, per, shared_out, starved_out, slow_out
+    )
+    return 0, evaluated, 2 if slowed else 1

@@ -131,8 +131,10 @@ class EdgeSchedParallelEnv(ParallelEnv):
             GPU at a time in grid mode, with ``switch_weight``), the original TapFinger
             code's rules (``pending_refill``, ``waiting_charge``, ``tapfinger_min_demand``,
             ``conflict_rule='fit_argmax'``), trace replay rules (``trace_window_rule``,
-            ``trace_drop_never_ran``, ``trace_fractional_gpus``) and the measured GPU class
-            of a hardware tier (``tier_gpu_classes``). ``edge50-trace`` v1 also turns on
+            ``trace_drop_never_ran``, ``trace_fractional_gpus``) and the measured model's
+            sensitivity knobs (``tier_gpu_classes``, the measured GPU class of a hardware
+            tier; ``cpu_starvation_weight``; ``gavel_model_map``, which Gavel jobs the
+            catalog's unmatched models read). ``edge50-trace`` v1 also turns on
             ``trace_fractional_gpus``; its v2 draws each episode's window around a
             uniformly drawn job (``trace_window_rule='per_job'``) and drops records that
             never ran.

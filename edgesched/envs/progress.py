@@ -210,15 +210,16 @@ class ProfileProgress(ProgressModel):
                 sel = sync_idx == s
                 it[sel] = sim._sync[s].compute_time(compute[sel], valid[sel])
         it += sim.sync_time[running]
-        if sim._measured and sim._restarting:
+        start = sim.startup_s[running] if sim._measured and sim._restarting else None
+        if start is not None and start.any():
             # a restarted job first spends its measured restart seconds (colocation.py)
-            start = sim.startup_s[running]
             secs = np.maximum(sim.cfg.slot_seconds - start, 0.0)
             sim.startup_s[running] = np.maximum(start - sim.cfg.slot_seconds, 0.0)
             inc = secs / it * sim.j_samples_per_iter[running]
             # queued crashed jobs still owe theirs: only the whole array can clear the flag
             sim._restarting = bool(sim.startup_s.any())
         else:
+            # (no running job owes seconds: the arithmetic above would give exactly this)
             inc = sim.cfg.slot_seconds / it * sim.j_samples_per_iter[running]
         w = sim.cfg.switch_weight
         if w != 1.0:
