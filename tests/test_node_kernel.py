@@ -260,6 +260,24 @@ def test_a_simulator_pickled_before_the_compiled_rule_resumes_identically():
     np.testing.assert_equal(twin.episode_metrics(0), resumed.episode_metrics(0))
 
 
+def test_a_pickle_leaves_out_the_call_buffers_and_resumes_identically():
+    """The measured call's buffers (and the slowdowns they hold for reuse) are scratch: a
+    pickle leaves them out, and the unpickled simulator continues exactly as the original,
+    which keeps and reuses them."""
+    sim = _busy_sim("edge50-highload", 60)
+    assert sim._kstate is not None and sim._slow_cache is not None
+    state = sim.__getstate__()
+    assert state["_kstate"] is None and state["_slow_cache"] is None
+    assert sim._kstate is not None  # the original keeps its own
+    twin = pickle.loads(pickle.dumps(sim))
+    rng = np.random.default_rng(5)
+    for _ in range(80):
+        act = (rng.random(sim.mask.shape) * sim.mask).argmax(axis=1).reshape(1, -1)
+        np.testing.assert_array_equal(sim.step(act)[0], twin.step(act)[0])
+    np.testing.assert_array_equal(sim.progress, twin.progress)
+    np.testing.assert_equal(sim.episode_metrics(0), twin.episode_metrics(0))
+
+
 def test_the_compile_cache_reloads_in_a_fresh_process(tmp_path):
     """numba caches the compiled rule on disk; a second process must load it and run.
 
