@@ -452,6 +452,38 @@ def test_largest_batch_crashes_a_pair_the_declared_map_lets_share():
     assert sim.counters.crashes == 1 and sim.counters.shared_gpu_slots == 0
 
 
+def test_the_study_sweeps_each_assumption_once_around_the_defaults():
+    """benchmarks/colocation_study.py: one row per swept value, the default's row not
+    repeated, each row the measured model with exactly one assumption changed."""
+    from edgesched.envs.scenarios import get_scenario
+
+    mod = _load_script("benchmarks/colocation_study.py")
+    cfg = get_scenario("edge50-highload").config()
+    rows = mod.models_to_run(
+        [0.5, cfg.unmeasured_gpu_share],
+        [0, cfg.checkpoint_interval],
+        ["k80", "p100"],
+        cfg,
+        (0.0,),
+        ("largest_batch", "declared"),
+    )
+    labels = [label for label, _ in rows]
+    assert labels == [
+        "timeshare",
+        "measured",
+        "measured, unmeasured_gpu_share=0.5",
+        "measured, checkpoint_interval=0",
+        "measured, gpu_server T4 as k80",
+        "measured, cpu_starvation_weight=0",
+        "measured, gavel_model_map=largest_batch",
+    ]
+    for _, overrides in rows[2:]:
+        changed = dict(overrides)
+        assert changed.pop("collision_mode") == "measured" and len(changed) == 1
+        cfg.replace(**changed)  # each is a valid configuration
+    assert rows[-1][1] == {"collision_mode": "measured", "gavel_model_map": "largest_batch"}
+
+
 def test_the_most_failing_gavel_jobs_are_the_ones_the_page_names():
     """``leaderboards/colocation.md`` names them (skips without ``../shared/data``)."""
     from edgesched.leaderboard.colocation import MOST_FAILING_GAVEL_JOBS
