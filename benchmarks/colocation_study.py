@@ -18,7 +18,10 @@ premise under each collision model, on the same held-out workloads:
   CPU model's assumptions of fair sharing and a linear curve below one core), and
   ``gavel_model_map`` (``largest_batch``: the three catalog models without a matching
   architecture in Gavel's measurements read at their stand-in's largest measured batch,
-  whose shared runs fail far more often; the envelope of the declared model map).
+  whose shared runs fail far more often; the envelope of the declared model map), and
+  the ``jetson`` tier read as a measured GPU class (``tier_gpu_classes``; K80 by default:
+  its pairs then slow and fail as measured, where by default an unmeasured GPU's pairs
+  never fail).
 
 For each (scenario, model, heuristic) it reports the unshielded and the central-shielded
 mean JCT over the held-out seeds with 95% t-intervals over seeds, the shield's relative
@@ -31,7 +34,7 @@ Usage::
     python benchmarks/colocation_study.py                 # edge50-highload and edge50, 5 seeds
     python benchmarks/colocation_study.py --scenarios edge50 --seeds 3
     python benchmarks/colocation_study.py --shares 1 --checkpoints --t4-as --cpu-weights \
-        --gavel-maps                                     # (no sweep)
+        --gavel-maps --jetson-as                         # (no sweep)
     python benchmarks/colocation_study.py --out benchmarks/results   # + colocation_study.md
 """
 
@@ -70,6 +73,7 @@ def models_to_run(
     defaults: Any,
     cpu_weights: tuple[float, ...] = (),
     gavel_maps: tuple[str, ...] = (),
+    jetson_as: tuple[str, ...] = (),
 ) -> list[tuple[str, dict[str, Any]]]:
     """The collision models of the study: timeshare, measured, and the one-at-a-time sweep.
 
@@ -81,6 +85,9 @@ def models_to_run(
             ``measured`` row, not repeated).
         cpu_weights: ``cpu_starvation_weight`` values to sweep (the CPU model's envelope).
         gavel_maps: ``gavel_model_map`` readings to sweep (the model map's envelope).
+        jetson_as: measured GPU classes to try for the ``jetson`` tier (its pairs then run
+            at, and fail as, that class's measured pairs: the envelope of the assumption
+            that an unmeasured GPU's pairs never fail).
 
     Returns:
         ``(label, overrides)`` pairs, ``timeshare`` and ``measured`` first.
@@ -99,6 +106,11 @@ def models_to_run(
             [(("gpu_server", c),) for c in t4_as],
             (("gpu_server", TIER_GPU_CLASS["gpu_server"]),),
         ),
+        (
+            "tier_gpu_classes",
+            [(("jetson", c),) for c in jetson_as],
+            (("jetson", TIER_GPU_CLASS["jetson"] or ""),),
+        ),
         ("cpu_starvation_weight", cpu_weights, defaults.cpu_starvation_weight),
         ("gavel_model_map", gavel_maps, defaults.gavel_model_map),
     )
@@ -106,8 +118,10 @@ def models_to_run(
         for v in values:
             if v == default:
                 continue  # that is the measured row
-            if key == "tier_gpu_classes":
+            if key == "tier_gpu_classes" and v[0][0] == "gpu_server":
                 label = f"gpu_server T4 as {v[0][1]}"
+            elif key == "tier_gpu_classes":
+                label = f"{v[0][0]} as {v[0][1]}"
             else:
                 label = f"{key}={v}" if isinstance(v, str) else f"{key}={v:g}"
             out.append((f"measured, {label}", {"collision_mode": "measured", key: v}))
@@ -132,6 +146,7 @@ def main() -> None:
     p.add_argument(
         "--gavel-maps", nargs="*", default=["largest_batch"], choices=list(gavel_model_maps())
     )
+    p.add_argument("--jetson-as", nargs="*", default=["k80"], choices=list(MEASURED_GPU_CLASSES))
     p.add_argument("--seeds", type=int, default=5, help="held-out seeds from 10000")
     p.add_argument("--out", default="", help="directory for colocation_study.md")
     args = p.parse_args()
@@ -154,6 +169,7 @@ def main() -> None:
             defaults,
             tuple(args.cpu_weights),
             tuple(args.gavel_maps),
+            tuple(args.jetson_as),
         )
         for label, overrides in sweep:
             handle = resolve_scenario(name, **overrides)

@@ -188,3 +188,77 @@ def test_sjf_serves_the_shortest_expected_job_across_models():
     assert sjf._slot(view)[agent] == s1
     # by samples alone (the rule before model rates) the slow model's job came first
     assert np.argmin(view.size[agent, [s0, s1]]) == 0
+
+
+def _two_feasible_slots(**overrides):
+    """A decision round where some agent has two feasible pending jobs, and its parts.
+
+    Returns ``(sim, spec, agent, s0, s1, obs, mask, rows)``: ``rows(slot)`` is a writable
+    view of that agent's job block for the slot in ``obs`` (copies of the round's arrays).
+    """
+    from edgesched.baselines.heuristics import _View, obs_layout
+
+    sim = _sim("edge10", arrival_rate=0.3, **SHORT, **overrides)
+    spec = EnvSpec.of(sim)
+    sim.reset(0)
+    for _ in range(20):  # defer until some agent has two feasible pending jobs
+        view = _View(spec, sim.obs, sim.mask)
+        if (view.slot_ok.sum(-1) >= 2).any():
+            break
+        sim.step(np.zeros(sim.num_agents, dtype=np.int64))
+    agent = int(np.flatnonzero(view.slot_ok.sum(-1) >= 2)[0])
+    s0, s1 = (int(s) for s in np.flatnonzero(view.slot_ok[agent])[:2])
+    obs, mask = sim.obs.copy(), sim.mask.copy()
+    lay, f = obs_layout(spec), spec.job_features
+
+    def rows(slot: int) -> np.ndarray:
+        return obs[agent, lay.jobs.start + slot * f : lay.jobs.start + (slot + 1) * f]
+
+    return sim, spec, agent, s0, s1, obs, mask, rows, lay
+
+
+def _slot_of(spec: EnvSpec, action: int) -> int:
+    """The pending slot a placement action serves."""
+    return (int(action) - 1) // (spec.num_targets * spec.num_levels)
+
+
+def test_fifo_serves_the_longest_waiting_job_not_the_queue_head():
+    _, spec, agent, s0, s1, obs, mask, rows, lay = _two_feasible_slots()
+    rows(s0)[lay.job_wait] = 0.1
+    rows(s1)[lay.job_wait] = 0.5  # later in the queue (a lower class), but waited longer
+    act = make_baseline("fifo", spec).act(obs, mask, None)
+    assert _slot_of(spec, act[agent]) == s1
+    rows(s0)[lay.job_wait] = 0.9
+    act = make_baseline("fifo", spec).act(obs, mask, None)
+    assert _slot_of(spec, act[agent]) == s0
+
+
+def test_tiresias_serves_the_least_attained_service_before_the_longest_waiting():
+    _, spec, agent, s0, s1, obs, mask, rows, lay = _two_feasible_slots()
+    rows(s0)[lay.job_placed] = 0.5  # half its gang placed: it has attained service
+    rows(s0)[lay.job_wait] = 0.9
+    rows(s1)[lay.job_placed] = 0.0
+    rows(s1)[lay.job_wait] = 0.1
+    act = make_baseline("tiresias", spec).act(obs, mask, None)
+    assert _slot_of(spec, act[agent]) == s1
+    rows(s1)[lay.job_placed] = 0.5  # equal service: the longer waiting goes first
+    act = make_baseline("tiresias", spec).act(obs, mask, None)
+    assert _slot_of(spec, act[agent]) == s0
+
+
+def test_optimus_takes_the_largest_predicted_gain_per_bottleneck_share():
+    """Two pending jobs alike but for their gang size: at the same per-worker cost the
+    larger gang's predicted progress rate is higher (the fitted speed-up grows with the
+    compute ``workers x allocation x speed``), so Optimus places it."""
+    _, spec, agent, s0, s1, obs, mask, rows, lay = _two_feasible_slots()
+    rows(s1)[:] = rows(s0)  # the same job ...
+    pm = spec.placement_mask(mask)
+    assert np.shares_memory(pm, mask)
+    pm[agent, s1] = pm[agent, s0]  # ... with the same feasible placements
+    for big in (s0, s1):
+        rows(s0)[lay.job_workers] = 1.0 if big == s0 else 0.25
+        rows(s1)[lay.job_workers] = 1.0 if big == s1 else 0.25
+        policy = make_baseline("optimus", spec)
+        policy.reset(0)
+        act = policy.act(obs, mask, None)
+        assert _slot_of(spec, act[agent]) == big

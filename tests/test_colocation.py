@@ -466,6 +466,7 @@ def test_the_study_sweeps_each_assumption_once_around_the_defaults():
         cfg,
         (0.0,),
         ("largest_batch", "declared"),
+        ("k80", ""),
     )
     labels = [label for label, _ in rows]
     assert labels == [
@@ -474,6 +475,7 @@ def test_the_study_sweeps_each_assumption_once_around_the_defaults():
         "measured, unmeasured_gpu_share=0.5",
         "measured, checkpoint_interval=0",
         "measured, gpu_server T4 as k80",
+        "measured, jetson as k80",
         "measured, cpu_starvation_weight=0",
         "measured, gavel_model_map=largest_batch",
     ]
@@ -481,6 +483,7 @@ def test_the_study_sweeps_each_assumption_once_around_the_defaults():
         changed = dict(overrides)
         assert changed.pop("collision_mode") == "measured" and len(changed) == 1
         cfg.replace(**changed)  # each is a valid configuration
+    assert rows[5][1] == {"collision_mode": "measured", "tier_gpu_classes": (("jetson", "k80"),)}
     assert rows[-1][1] == {"collision_mode": "measured", "gavel_model_map": "largest_batch"}
 
 

@@ -59,6 +59,9 @@ def edge_configs(draw: st.DrawFn) -> dict[str, Any]:
         "alloc_scales": draw(st.sampled_from([(1.0,), (1.0, 2.0), (1.0, 1.5, 3.0)])),
         "topology_seed": draw(st.integers(0, 3)),
         "priority_aging_slots": draw(st.sampled_from([0, 0, 3])),
+        # measured mode: how much a crash loses, and the model map with the most failing pairs
+        "checkpoint_interval": draw(st.sampled_from([10, 0, 3])),
+        "gavel_model_map": draw(st.sampled_from(["declared", "largest_batch"])),
     }
 
 

@@ -57,7 +57,8 @@ def test_alibaba_fixture_durations_shares_and_cpu_only_pods():
     # duration from the scheduled time; unknown (NaN) without a deletion time
     np.testing.assert_allclose(t.duration[[0, 1, 2, 4]], [1332357, 100000, 294651, 1512])
     assert np.isnan(t.duration[3])
-    # GPU-sharing pod asks 220 milli-GPU; a CPU-only pod asks none
+    # GPU-sharing pod asks 220 milli-GPU; a CPU-only pod asks none; gpu_milli counts only
+    # for one-GPU pods (pod 5 asks 2 GPUs with gpu_milli 500: still 2 whole GPUs)
     np.testing.assert_allclose(t.gpus, [8, 0, 0.22, 2, 1])
     np.testing.assert_allclose(t.cpus, [88, 2, 4, 8, 16])
     np.testing.assert_allclose(t.mem_gib[0], 320.0)
@@ -288,6 +289,9 @@ def test_records_that_never_ran_are_flagged_and_dropped_on_request(fmt):
     path, ran = NEVER_RAN[fmt]
     trace = read_trace(path, fmt)
     assert trace.ran.tolist() == ran
+    if fmt == "alibaba":
+        # a pod never scheduled but deleted lasts from its creation: 0103, 3000 -> 3050
+        assert trace.duration[2] == 50.0 and np.isnan(trace.duration[1])
     kept = TraceWorkload.prepare(trace, 1.0, 4, ("cifar10",))
     dropped = TraceWorkload.prepare(trace, 1.0, 4, ("cifar10",), drop_never_ran=True)
     assert len(kept.submit) == 4 and kept.dropped == 0

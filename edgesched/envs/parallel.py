@@ -135,9 +135,10 @@ class EdgeSchedParallelEnv(ParallelEnv):
             sensitivity knobs (``tier_gpu_classes``, the measured GPU class of a hardware
             tier; ``cpu_starvation_weight``; ``gavel_model_map``, which Gavel jobs the
             catalog's unmatched models read). ``edge50-trace`` v1 also turns on
-            ``trace_fractional_gpus``; its v2 draws each episode's window around a
-            uniformly drawn job (``trace_window_rule='per_job'``) and drops records that
-            never ran.
+            ``trace_fractional_gpus``.
+        edge50-trace v2: a change of dynamics, so a new version: each episode's window is
+            drawn around a uniformly drawn job (``trace_window_rule='per_job'``) and records
+            that never ran are dropped.
     """
 
     metadata = {

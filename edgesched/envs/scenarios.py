@@ -12,6 +12,10 @@ Version history (all scenarios):
         their queue); edge50-trace v1 also sets ``trace_fractional_gpus`` (a part-GPU pod is
         a shared-GPU worker). The TapFinger scenarios keep v0: their progress model has no
         measured co-location and they already offer ten pending slots.
+    edge50-trace v2: each episode's replay window is drawn around a uniformly drawn job
+        (``trace_window_rule='per_job'``) and records that never ran are dropped
+        (``trace_drop_never_ran``), so a trace active in part of its span does not yield
+        mostly near-empty episodes.
 """
 
 from __future__ import annotations
