@@ -162,7 +162,8 @@ def render_colocation(
             + crash_text(measured, present)
             + " `benchmarks/colocation_study.py` sweeps the model's assumed parameters "
             "(`unmeasured_gpu_share`, `checkpoint_interval`, the measured class standing in "
-            "for the `gpu_server` tier's T4, the CPU model's `cpu_starvation_weight`, and "
+            "for the `gpu_server` tier's T4, the `jetson` tier read as a K80 (whose measured "
+            "pairs can fail), the CPU model's `cpu_starvation_weight`, and "
             "`gavel_model_map=largest_batch`, which reads the three catalog models without a "
             "matching Gavel architecture at their stand-in's largest batch, ResNet-50 at 128 "
             "and Transformer at 256 among them) on the "
