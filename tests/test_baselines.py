@@ -262,3 +262,36 @@ def test_optimus_takes_the_largest_predicted_gain_per_bottleneck_share():
         policy.reset(0)
         act = policy.act(obs, mask, None)
         assert _slot_of(spec, act[agent]) == big
+
+
+TAPFINGER_ONE_RULE = (
+    "best_fit",
+    "fifo",
+    "least_loaded",
+    "local_only",
+    "min_alloc",
+    "round_robin",
+    "sjf",
+)
+"""The heuristics that are one rule on tapfinger-hetero6 (leaderboards/README.md, "Rows
+that coincide"): one target per agent, the grid's minimum allocation, one declared size and
+priority class."""
+
+
+@pytest.mark.parametrize("seed", [10000, 10001])
+def test_the_aliased_tapfinger_heuristics_make_the_same_decisions(seed):
+    sim = _sim("tapfinger-hetero6", max_slots=30)
+    assert sim.cfg.neighbors_k == 0
+    spec = EnvSpec.of(sim)
+    ref = _play(make_baseline(TAPFINGER_ONE_RULE[0], spec, seed=0), sim, seed=seed)
+    for name in TAPFINGER_ONE_RULE[1:]:
+        got = _play(make_baseline(name, spec, seed=0), sim, seed=seed)
+        assert len(got) == len(ref), name
+        for a, b in zip(got, ref, strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=name)
+    # the heuristics the board keeps apart do decide differently
+    for name in ("tiresias", "drf"):
+        got = _play(make_baseline(name, spec, seed=0), sim, seed=seed)
+        assert len(got) != len(ref) or any(
+            not np.array_equal(a, b) for a, b in zip(got, ref, strict=True)
+        ), name
