@@ -19,9 +19,10 @@ premise under each collision model, on the same held-out workloads:
   ``gavel_model_map`` (``largest_batch``: the three catalog models without a matching
   architecture in Gavel's measurements read at their stand-in's largest measured batch,
   whose shared runs fail far more often; the envelope of the declared model map), and
-  the ``jetson`` tier read as a measured GPU class (``tier_gpu_classes``; K80 by default:
-  its pairs then slow and fail as measured, where by default an unmeasured GPU's pairs
-  never fail).
+  other tiers read as a measured GPU class (``tier_gpu_classes``, ``--tier-as``): by
+  default the ``jetson`` tier as the K80, whose pairs slow and fail as measured where an
+  unmeasured GPU's pairs never fail, and the ``small_server`` tier's K80 as the P100, which
+  leaves no catalog pair that can fail, so every crash left is a host-memory overflow.
 
 For each (scenario, model, heuristic) it reports the unshielded and the central-shielded
 mean JCT over the held-out seeds with 95% t-intervals over seeds, the shield's relative
@@ -34,7 +35,7 @@ Usage::
     python benchmarks/colocation_study.py                 # edge50-highload and edge50, 5 seeds
     python benchmarks/colocation_study.py --scenarios edge50 --seeds 3
     python benchmarks/colocation_study.py --shares 1 --checkpoints --t4-as --cpu-weights \
-        --gavel-maps --jetson-as                         # (no sweep)
+        --gavel-maps --tier-as                           # (no sweep)
     python benchmarks/colocation_study.py --out benchmarks/results   # + colocation_study.md
 """
 
@@ -73,7 +74,7 @@ def models_to_run(
     defaults: Any,
     cpu_weights: tuple[float, ...] = (),
     gavel_maps: tuple[str, ...] = (),
-    jetson_as: tuple[str, ...] = (),
+    tier_as: tuple[tuple[str, str], ...] = (),
 ) -> list[tuple[str, dict[str, Any]]]:
     """The collision models of the study: timeshare, measured, and the one-at-a-time sweep.
 
@@ -85,9 +86,8 @@ def models_to_run(
             ``measured`` row, not repeated).
         cpu_weights: ``cpu_starvation_weight`` values to sweep (the CPU model's envelope).
         gavel_maps: ``gavel_model_map`` readings to sweep (the model map's envelope).
-        jetson_as: measured GPU classes to try for the ``jetson`` tier (its pairs then run
-            at, and fail as, that class's measured pairs: the envelope of the assumption
-            that an unmeasured GPU's pairs never fail).
+        tier_as: ``(tier, class)`` readings of other tiers to try, one row each (a tier's
+            pairs then run at, and fail as, that measured class's pairs).
 
     Returns:
         ``(label, overrides)`` pairs, ``timeshare`` and ``measured`` first.
@@ -108,8 +108,8 @@ def models_to_run(
         ),
         (
             "tier_gpu_classes",
-            [(("jetson", c),) for c in jetson_as],
-            (("jetson", TIER_GPU_CLASS["jetson"] or ""),),
+            [((t, c),) for t, c in tier_as if c != (TIER_GPU_CLASS[t] or "")],
+            None,  # each tier's own default is left out above
         ),
         ("cpu_starvation_weight", cpu_weights, defaults.cpu_starvation_weight),
         ("gavel_model_map", gavel_maps, defaults.gavel_model_map),
@@ -146,10 +146,28 @@ def main() -> None:
     p.add_argument(
         "--gavel-maps", nargs="*", default=["largest_batch"], choices=list(gavel_model_maps())
     )
-    p.add_argument("--jetson-as", nargs="*", default=["k80"], choices=list(MEASURED_GPU_CLASSES))
+    p.add_argument(
+        "--tier-as",
+        nargs="*",
+        default=["jetson=k80", "small_server=p100"],
+        metavar="TIER=CLASS",
+        help="read a hardware tier as a measured GPU class, one row each",
+    )
     p.add_argument("--seeds", type=int, default=5, help="held-out seeds from 10000")
     p.add_argument("--out", default="", help="directory for colocation_study.md")
     args = p.parse_args()
+    from edgesched.envs.catalog import hardware_tiers
+
+    tier_as = []
+    for entry in args.tier_as:
+        tier, _, cls = entry.partition("=")
+        if tier not in hardware_tiers() or cls not in MEASURED_GPU_CLASSES:
+            p.error(
+                f"--tier-as {entry!r}: need TIER=CLASS with TIER one of "
+                f"{sorted(hardware_tiers())} and CLASS one of {list(MEASURED_GPU_CLASSES)}"
+            )
+        tier_as.append((tier, cls))
+    tier_as = tuple(tier_as)
     seeds = list(range(10_000, 10_000 + args.seeds))
     rep = Report("colocation_study", args.out)
     rep.print(f"Held-out seeds {seeds[0]}..{seeds[-1]}, one episode each; JCT in slots.")
@@ -169,7 +187,7 @@ def main() -> None:
             defaults,
             tuple(args.cpu_weights),
             tuple(args.gavel_maps),
-            tuple(args.jetson_as),
+            tier_as,
         )
         for label, overrides in sweep:
             handle = resolve_scenario(name, **overrides)

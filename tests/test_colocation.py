@@ -466,7 +466,7 @@ def test_the_study_sweeps_each_assumption_once_around_the_defaults():
         cfg,
         (0.0,),
         ("largest_batch", "declared"),
-        ("k80", ""),
+        (("jetson", "k80"), ("small_server", "k80"), ("small_server", "p100")),
     )
     labels = [label for label, _ in rows]
     assert labels == [
@@ -476,6 +476,7 @@ def test_the_study_sweeps_each_assumption_once_around_the_defaults():
         "measured, checkpoint_interval=0",
         "measured, gpu_server T4 as k80",
         "measured, jetson as k80",
+        "measured, small_server as p100",
         "measured, cpu_starvation_weight=0",
         "measured, gavel_model_map=largest_batch",
     ]

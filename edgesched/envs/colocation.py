@@ -23,7 +23,10 @@ mapping of the catalog's models to the measured jobs):
   exponent ``cpu_starvation_weight``, 1 by default, is the sensitivity knob of these CPU
   assumptions, swept by ``benchmarks/colocation_study.py``).
 * **Host memory over capacity** crashes the newest workers' jobs until the rest fit
-  (assumed: the kernel's OOM killer picks the newest process).
+  (assumed: the kernel's OOM killer picks the newest process). Most crashes are these:
+  ``benchmarks/colocation_study.py``'s row that reads the K80 tier as a P100, where no
+  catalog pair fails, keeps about 85% of unshielded ``least_loaded``'s crashes on
+  edge50-highload and edge50.
 * **Crashes and restarts** (Muri's profiled start-up overheads): a crashed job loses the
   progress since its last checkpoint (every ``checkpoint_interval`` slots of running;
   assumed, a scenario parameter), releases all its workers, returns to its queues at its
