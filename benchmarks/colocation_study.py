@@ -15,7 +15,7 @@ premise under each collision model, on the same held-out workloads:
   measured GPU class that stands in for the ``gpu_server`` tier's T4 (P100 by default,
   ``tier_gpu_classes``) and ``cpu_starvation_weight`` (the exponent of the CPU-starvation
   factor: 0 makes oversubscribed cores free, 2 squares the slowdown; an envelope for the
-  CPU model's assumptions of fair sharing and a linear curve below one core), and
+  CPU model's assumptions of fair sharing and a linear curve below one core),
   ``gavel_model_map`` (``largest_batch``: the three catalog models without a matching
   architecture in Gavel's measurements read at their stand-in's largest measured batch,
   whose shared runs fail far more often; the envelope of the declared model map), and
@@ -130,6 +130,7 @@ def models_to_run(
 
 def main() -> None:
     """Print (and optionally write) the shield's effect under each collision model."""
+    from edgesched.envs.catalog import hardware_tiers
     from edgesched.envs.colocation import gavel_model_maps
     from edgesched.envs.config_checks import MEASURED_GPU_CLASSES
     from edgesched.envs.scenarios import get_scenario
@@ -156,9 +157,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=5, help="held-out seeds from 10000")
     p.add_argument("--out", default="", help="directory for colocation_study.md")
     args = p.parse_args()
-    from edgesched.envs.catalog import hardware_tiers
-
-    tier_as = []
+    tier_as: list[tuple[str, str]] = []
     for entry in args.tier_as:
         tier, _, cls = entry.partition("=")
         if tier not in hardware_tiers() or cls not in MEASURED_GPU_CLASSES:
@@ -167,7 +166,6 @@ def main() -> None:
                 f"{sorted(hardware_tiers())} and CLASS one of {list(MEASURED_GPU_CLASSES)}"
             )
         tier_as.append((tier, cls))
-    tier_as = tuple(tier_as)
     seeds = list(range(10_000, 10_000 + args.seeds))
     rep = Report("colocation_study", args.out)
     rep.print(f"Held-out seeds {seeds[0]}..{seeds[-1]}, one episode each; JCT in slots.")
@@ -187,7 +185,7 @@ def main() -> None:
             defaults,
             tuple(args.cpu_weights),
             tuple(args.gavel_maps),
-            tier_as,
+            tuple(tier_as),
         )
         for label, overrides in sweep:
             handle = resolve_scenario(name, **overrides)
