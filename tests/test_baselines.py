@@ -154,47 +154,12 @@ def test_every_baseline_finishes_the_episode_under_on_advance_refill():
         assert sim.terminated and m["jobs_unfinished"] == 0, (name, m["jobs_unfinished"])
 
 
-def test_sjf_serves_the_shortest_expected_job_across_models():
-    """A job of more samples but a much faster model is shorter: SJF serves it first."""
-    from edgesched.baselines.heuristics import SJFScheduler, _View, obs_layout
-
-    sim = _sim("edge10", arrival_rate=0.3, **SHORT)
-    spec = EnvSpec.of(sim)
-    assert len(spec.model_rates) == sim.num_models and min(spec.model_rates) > 0
-    rates = np.array(spec.model_rates)
-    slow, fast = int(rates.argmin()), int(rates.argmax())
-    sjf = make_baseline("sjf", spec)
-    assert isinstance(sjf, SJFScheduler)
-    sim.reset(0)
-    for _ in range(20):  # defer until some agent has two feasible pending jobs
-        view = _View(spec, sim.obs, sim.mask)
-        if (view.slot_ok.sum(-1) >= 2).any():
-            break
-        sim.step(np.zeros(sim.num_agents, dtype=np.int64))
-    agent = int(np.flatnonzero(view.slot_ok.sum(-1) >= 2)[0])
-    s0, s1 = np.flatnonzero(view.slot_ok[agent])[:2]
-    obs, mask = sim.obs.copy(), sim.mask.copy()
-    lay, f = obs_layout(spec), spec.job_features
-    model_cols = np.arange(f)[lay.job_model]
-    for slot, model, samples in ((s0, slow, 1e6), (s1, fast, 1e8)):
-        row = obs[agent, lay.jobs.start + slot * f : lay.jobs.start + (slot + 1) * f]
-        row[model_cols] = 0.0
-        row[model_cols[model]] = 1.0
-        row[lay.job_size] = np.log1p(samples) / 20.0
-        row[lay.job_workers] = 0.25
-    # the slow model's job has fewer samples but takes far longer: seconds = samples / rate
-    assert 1e6 / rates[slow] > 1e8 / rates[fast]
-    view = _View(spec, obs, mask)
-    assert sjf._slot(view)[agent] == s1
-    # by samples alone (the rule before model rates) the slow model's job came first
-    assert np.argmin(view.size[agent, [s0, s1]]) == 0
-
-
 def _two_feasible_slots(**overrides):
     """A decision round where some agent has two feasible pending jobs, and its parts.
 
-    Returns ``(sim, spec, agent, s0, s1, obs, mask, rows)``: ``rows(slot)`` is a writable
-    view of that agent's job block for the slot in ``obs`` (copies of the round's arrays).
+    Returns ``(sim, spec, agent, s0, s1, obs, mask, rows, lay)``: ``rows(slot)`` is a
+    writable view of that agent's job block for the slot in ``obs`` (copies of the round's
+    arrays); ``lay`` is the observation layout.
     """
     from edgesched.baselines.heuristics import _View, obs_layout
 
@@ -215,6 +180,31 @@ def _two_feasible_slots(**overrides):
         return obs[agent, lay.jobs.start + slot * f : lay.jobs.start + (slot + 1) * f]
 
     return sim, spec, agent, s0, s1, obs, mask, rows, lay
+
+
+def test_sjf_serves_the_shortest_expected_job_across_models():
+    """A job of more samples but a much faster model is shorter: SJF serves it first."""
+    from edgesched.baselines.heuristics import SJFScheduler, _View
+
+    sim, spec, agent, s0, s1, obs, mask, rows, lay = _two_feasible_slots()
+    assert len(spec.model_rates) == sim.num_models and min(spec.model_rates) > 0
+    rates = np.array(spec.model_rates)
+    slow, fast = int(rates.argmin()), int(rates.argmax())
+    sjf = make_baseline("sjf", spec)
+    assert isinstance(sjf, SJFScheduler)
+    model_cols = np.arange(spec.job_features)[lay.job_model]
+    for slot, model, samples in ((s0, slow, 1e6), (s1, fast, 1e8)):
+        row = rows(slot)
+        row[model_cols] = 0.0
+        row[model_cols[model]] = 1.0
+        row[lay.job_size] = np.log1p(samples) / 20.0
+        row[lay.job_workers] = 0.25
+    # the slow model's job has fewer samples but takes far longer: seconds = samples / rate
+    assert 1e6 / rates[slow] > 1e8 / rates[fast]
+    view = _View(spec, obs, mask)
+    assert sjf._slot(view)[agent] == s1
+    # by samples alone (the rule before model rates) the slow model's job came first
+    assert np.argmin(view.size[agent, [s0, s1]]) == 0
 
 
 def _slot_of(spec: EnvSpec, action: int) -> int:
