@@ -14,6 +14,10 @@ held-out workloads with the unshielded heuristics:
   that the curve is assumed linear through 0. A worker on a node whose cores are
   oversubscribed gets its proportional share of cores; the worker-slots where that share
   falls below one core per GPU are where the assumption binds.
+* **The victim of host memory over capacity.** The newest workers' jobs crash until the
+  rest fit (assumed: the kernel's out-of-memory killer picks the newest process). The
+  simulator counts crashes by cause (``ClusterView.crashes_by_cause``): every memory crash
+  is a place where this rule binds, every other crash is a failing GPU pair as measured.
 
 Everything is read from the public cluster view (``ClusterView``) after each step, over
 every step of one episode per held-out seed (the workloads the boards evaluate on); the
@@ -100,6 +104,9 @@ def run_episode(scenario: str, baseline: str, seed: int) -> dict[str, float]:
         for k, v in binding_counts(view).items():
             total[k] = total.get(k, 0.0) + v
     total["sim_starved"] = float(sim.counters.cpu_starved_slots)
+    causes = view.crashes_by_cause()
+    total["crash_memory"] = float(causes["memory"])
+    total["crash_pair"] = float(causes["gpu_pair"])
     return total
 
 
@@ -121,9 +128,9 @@ def main() -> None:
     rep.print(
         "| scenario | heuristic | node-slots with GPU demand over 4x the GPUs | "
         "share of GPU node-slots | starved worker-slots (the simulator's count) | of which "
-        "below one core per GPU | share |"
+        "below one core per GPU | share | crashes per episode: host memory | failing GPU pair |"
     )
-    rep.print("|---|---|---:|---:|---:|---:|---:|")
+    rep.print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for name in args.scenarios:
         for base in args.baselines:
             tot: dict[str, float] = {}
@@ -134,7 +141,8 @@ def main() -> None:
                 f"| {name} | {base} | {tot['gpu_over4']:.0f} | "
                 f"{100 * tot['gpu_over4'] / max(tot['gpu_nodes'], 1):.2f}% | "
                 f"{tot['starved']:.0f} ({tot['sim_starved']:.0f}) | {tot['below_one']:.0f} | "
-                f"{100 * tot['below_one'] / max(tot['starved'], 1):.1f}% |"
+                f"{100 * tot['below_one'] / max(tot['starved'], 1):.1f}% | "
+                f"{tot['crash_memory'] / len(seeds):.1f} | {tot['crash_pair'] / len(seeds):.1f} |"
             )
     rep.save()
 

@@ -318,8 +318,9 @@ def test_grid_fit_table_equals_the_direct_comparisons(free: list[float]) -> None
 
 def test_a_simulator_pickled_by_an_earlier_version_resumes_identically():
     """Resumed runs unpickle their simulators: one pickled before the scale-mode mask's
-    inputs were renamed (``_inv_need_ext``), its transposed neighbour table added and its
-    episode keys made counters must continue step for step as the current one does."""
+    inputs were renamed (``_inv_need_ext``), its transposed neighbour table added, its
+    episode keys made counters and crashes counted by cause must continue step for step as
+    the current one does."""
     import pickle
 
     from edgesched.envs.core import EdgeClusterSim
@@ -342,8 +343,10 @@ def test_a_simulator_pickled_by_an_earlier_version_resumes_identically():
     state["_inv_need_ext"] = inv
     del state["_scale_need_ext"], state["_nbr_safe_t"]
     del state["_episode_no"], state["uid"]
+    state["_cnt"] = {k: v for k, v in state["_cnt"].items() if k != "crashes_memory"}
     old = EdgeClusterSim.__new__(EdgeClusterSim)
     old.__setstate__(state)
+    assert old.counters_of(1).crashes_memory == 0  # counted from the restoration on
     keys = [old.view(b).episode_key() for b in range(2)]
     assert len(set(keys)) == 2 and old.uid != sim.uid
     np.testing.assert_array_equal(old._scale_need_ext, sim._scale_need_ext)

@@ -123,6 +123,7 @@ def test_a_failing_pair_crashes_the_newer_job_which_restarts_paying_its_overhead
     np.testing.assert_allclose(sim.used[0], sim.j_alloc[a, 0])
     cnt = sim.counters
     assert (cnt.crashes, cnt.crash_slots_lost, cnt.restart_seconds) == (1, 0, 7)
+    assert sim.view().crashes_by_cause() == {"memory": 0, "gpu_pair": 1}
     assert sim.startup_s[b] == 7.0
     # B restarts alone on node 1 (unmeasured class: no sharing there): its first slot
     # loses the 7 restart seconds of 60
@@ -136,6 +137,21 @@ def test_a_failing_pair_crashes_the_newer_job_which_restarts_paying_its_overhead
     assert sim.startup_s[b] == 0.0
     jc = sim.job_counts()
     assert jc["arrived"] == jc["queued"] + jc["running"] + jc["done"]
+
+
+def test_host_memory_over_capacity_crashes_the_newer_job_counted_as_a_memory_crash():
+    # two cifar10 workers (2 cores, 1 GPU, 4 GiB each) on a 2-GPU node with 6 GiB: each has
+    # its own GPU (nothing shared), but 8 GiB of memory do not fit
+    caps, classes = ((8, 2, 6), (8, 1, 64)), ("v100", "")
+    sim = _sim(caps, classes, models=(("cifar10", 1.0),))
+    a, b = _jobs_of(sim, "cifar10", 2)
+    np.testing.assert_allclose(sim.j_alloc[[a, b], 0], [[2, 1, 4], [2, 1, 4]])
+    _place(sim, a, 0)
+    _place(sim, b, 0)  # newer
+    _defer(sim)
+    assert sim.status[a] == RUNNING and sim.status[b] == QUEUED
+    assert sim.counters.crashes == 1 and sim.counters.shared_gpu_slots == 0
+    assert sim.view().crashes_by_cause() == {"memory": 1, "gpu_pair": 0}
 
 
 def test_a_crash_loses_exactly_the_work_since_the_last_checkpoint():

@@ -383,6 +383,9 @@ def check_measured_counters(sim: EdgeClusterSim, before: dict[str, int]) -> None
     now = {k: getattr(sim.counters, k) for k in MEASURED_METRICS}
     delta = {k: now[k] - before[k] for k in MEASURED_METRICS}
     assert all(d >= 0 for d in delta.values()), delta
+    # every crash has one cause: host memory or a failing GPU pair
+    causes = sim.view().crashes_by_cause()
+    assert min(causes.values()) >= 0 and sum(causes.values()) == now["crashes"], causes
     if sim.cfg.collision_mode != "measured":
         assert not any(now.values()), now
         return
@@ -462,6 +465,8 @@ def test_driver_produces_measured_crashes() -> None:
     stats = run_and_check(params, seed=1, policy_seed=1)
     c = stats["counters"]
     assert c.crashes > 0 and c.restart_seconds > 0, c
+    # both causes, so the per-cause check above is not vacuous
+    assert 0 < c.crashes_memory < c.crashes, c
 
 
 def test_driver_produces_overload_collisions() -> None:

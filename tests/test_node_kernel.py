@@ -24,7 +24,7 @@ import edgesched
 from edgesched.envs.colocation import colocation_table, kernel_tables, load_colocation
 from edgesched.envs.kernel_math import interp1, np_sum
 from edgesched.envs.node_kernel import evaluate_nodes, node_rule
-from edgesched.envs.sharing import node_outcome
+from edgesched.envs.sharing import GPU_EPS, node_outcome
 
 #: every model of the committed measured table
 MODELS = tuple(load_colocation()["models"])
@@ -56,12 +56,15 @@ def _compiled(k, cls, cap, models, alloc, share, cpu_weight=1.0):
     n, gpus = len(models), max(int(np.rint(cap[1])), 1)
     rate, shared = np.empty(n), np.empty(n, dtype=bool)
     crash = np.empty(n, dtype=np.int64)
-    n_crash, starved = node_rule(
+    n_crash, n_mem, starved = node_rule(
         cls, cap, models, alloc, k.pair, k.fail, k.interleave, k.cpu_x, k.cpu_y, k.cpu_n,
         share, cpu_weight, rate, shared, crash, np.empty(n, dtype=bool), np.empty(n, dtype=bool),
         np.empty((gpus, n), dtype=np.int64), np.zeros(gpus, dtype=np.int64),
         np.empty((gpus, n), dtype=np.int64), np.zeros(gpus, dtype=np.int64),
     )  # fmt: skip
+    # the memory crashes come first: the newest workers past the node's memory
+    over = np.cumsum(alloc[:, 2]) > cap[2] + GPU_EPS
+    assert crash[:n_mem].tolist() == np.flatnonzero(over)[::-1].tolist()
     return crash[:n_crash].tolist(), rate.tolist(), shared.tolist(), bool(starved)
 
 
@@ -194,11 +197,12 @@ def test_first_pass_writes_nothing_when_a_job_must_crash():
     slowed = sim._node_slowed.copy()
     dirty = np.zeros(sim.num_agents, dtype=bool)
     dirty[n] = True
-    crashed, recheck = evaluate_nodes(dirty, True, sim.running, sim._kernel_state())
+    crashed, memory, recheck = evaluate_nodes(dirty, True, sim.running, sim._kernel_state())
     assert j in crashed.tolist() and recheck.tolist() == [n]
+    assert memory[crashed == j].all()  # its worker broke the node's memory
     assert (sim.w_rate == 0.5).all()
     np.testing.assert_array_equal(sim._node_slowed, slowed)
-    crashed, recheck = evaluate_nodes(dirty, False, sim.running, sim._kernel_state())
+    crashed, _, recheck = evaluate_nodes(dirty, False, sim.running, sim._kernel_state())
     assert len(crashed) == 0 and recheck.tolist() == [n]
     assert (sim.w_rate[sim.w_node == n] != 0.5).all()
 
@@ -210,7 +214,7 @@ def test_evaluate_nodes_equals_the_reference_node_by_node():
     dirty = np.zeros(sim.num_agents, dtype=bool)
     dirty[::2] = True
     held = sim.w_rate.copy()
-    crashed, _ = evaluate_nodes(dirty, False, sim.running, sim._kernel_state())
+    crashed, _, _ = evaluate_nodes(dirty, False, sim.running, sim._kernel_state())
     assert len(crashed) == 0
     checked = 0
     for n in range(sim.num_agents):
@@ -310,7 +314,7 @@ def test_the_compile_cache_reloads_in_a_fresh_process(tmp_path):
 def test_evaluate_nodes_with_nothing_dirty_changes_nothing():
     sim = _busy_sim("edge10", 50)
     before = sim.w_rate.copy(), sim._node_slowed.copy()
-    crashed, recheck = evaluate_nodes(
+    crashed, _, recheck = evaluate_nodes(
         np.zeros(sim.num_agents, dtype=bool), True, sim.running, sim._kernel_state()
     )
     assert len(crashed) == 0 and len(recheck) == 0

@@ -24,9 +24,9 @@ mapping of the catalog's models to the measured jobs):
   assumptions, swept by ``benchmarks/colocation_study.py``).
 * **Host memory over capacity** crashes the newest workers' jobs until the rest fit
   (assumed: the kernel's OOM killer picks the newest process). Most crashes are these:
-  ``benchmarks/colocation_study.py``'s row that reads the K80 tier as a P100, where no
-  catalog pair fails, keeps about 85% of unshielded ``least_loaded``'s crashes on
-  edge50-highload and edge50.
+  counted by cause (``ClusterView.crashes_by_cause``), 42.2 of unshielded
+  ``least_loaded``'s 48.1 crashes per edge50-highload episode and 7.2 of 8.2 on edge50
+  (``benchmarks/colocation_binding.py``).
 * **Crashes and restarts** (Muri's profiled start-up overheads): a crashed job loses the
   progress since its last checkpoint (every ``checkpoint_interval`` slots of running;
   assumed, a scenario parameter), releases all its workers, returns to its queues at its
@@ -341,7 +341,8 @@ class ColocationMixin:
             if evaluated:
                 self._rates_gen += 1  # every write of rates (and every crash) happened there
             if n_crashed:
-                self._crash(np.unique(ks[0][:n_crashed]))
+                out = ks[0][:, :n_crashed]
+                self._crash(np.unique(out[0]), np.unique(out[0, out[1] == 1]))
                 running = running[self.status[running] == RUNNING]
                 # the crashed jobs' other nodes are dirty now: evaluated with the rest
                 _, evaluated, flags = measured_slot(
@@ -368,12 +369,12 @@ class ColocationMixin:
 
         Built once per layout (a reset replaces ``used``, growth the per-job arrays) rather
         than per slot: gathering twenty attributes costs about a microsecond. The buffers:
-        jobs to crash, per-copy shared and starved worker counts, and the running jobs'
-        (R, W) slowdowns.
+        jobs to crash (and whether host memory is why), per-copy shared and starved worker
+        counts, and the running jobs' (R, W) slowdowns.
         """
         nj, mw = self.w_node.shape
         ks = (
-            np.zeros(nj * mw, dtype=np.int64),
+            np.zeros((2, nj * mw), dtype=np.int64),
             np.zeros(self.copies, dtype=np.int64),
             np.zeros(self.copies, dtype=np.int64),
             np.ones((nj, mw)),
@@ -440,11 +441,17 @@ class ColocationMixin:
             self._dirty_ext[-1] = False  # padding wrote the sentinel
             self._maybe_dirty = True
 
-    def _crash(self, jobs: np.ndarray) -> None:
-        """Crash running ``jobs``: back to their last checkpoint, released and re-queued."""
+    def _crash(self, jobs: np.ndarray, memory: np.ndarray | None = None) -> None:
+        """Crash running ``jobs``: back to their last checkpoint, released and re-queued.
+
+        ``memory``: those of ``jobs`` that host memory over capacity crashed (some worker's;
+        the others', or all when ``None``, were a failing GPU pair), counted apart.
+        """
         interval = self.cfg.checkpoint_interval
         lost = self.run_slots[jobs] % interval if interval else self.run_slots[jobs]
         self._count("crashes", jobs, self._job_capacity)
+        if memory is not None and len(memory):
+            self._count("crashes_memory", memory, self._job_capacity)
         self._tally(self._cnt["crash_slots_lost"], jobs, self._job_capacity, lost)
         self.progress[jobs] = self.ckpt_progress[jobs]
         self.quality[jobs] = self.progress_model.quality_of(self, jobs)

@@ -225,6 +225,8 @@ class EdgeClusterSim(
             state["_maybe_dirty"] = True
         if "_node_over" not in state and "_util_sum" in state:  # pickled before the count
             state["_node_over"] = np.zeros(len(state["_util_sum"]), dtype=np.int64)
+        if "_cnt" in state and "crashes_memory" not in state["_cnt"]:  # before the cause
+            state["_cnt"]["crashes_memory"] = np.zeros_like(state["_cnt"]["crashes"])
         if "_episode_no" not in state:  # pickled before episode keys were counters
             state["_episode_no"] = -1 - np.arange(len(state["_wl"]), dtype=np.int64)
             state["uid"] = next(_SIM_UIDS)

@@ -30,6 +30,7 @@ COUNTER_KEYS = (
     "restart_seconds",
     "shared_gpu_slots",
     "cpu_starved_slots",
+    "crashes_memory",
 )
 """The per-copy episode counters."""
 
@@ -47,7 +48,12 @@ GPU and on oversubscribed cores."""
 
 @dataclass
 class Counters:
-    """One copy's episode-long counters (plain ints/floats so they serialize)."""
+    """One copy's episode-long counters (plain ints/floats so they serialize).
+
+    ``crashes_memory`` counts the crashes caused by host memory over capacity (some worker
+    of the job; the rest of ``crashes`` are failing GPU pairs). It is a counter only, not an
+    episode metric, so that records and trajectory hashes from before it stay valid.
+    """
 
     steps: int = 0
     collisions_proposed: int = 0
@@ -65,6 +71,7 @@ class Counters:
     restart_seconds: int = 0
     shared_gpu_slots: int = 0
     cpu_starved_slots: int = 0
+    crashes_memory: int = 0
     occupied_share_sum: float = 0.0
     util_sum: np.ndarray = field(default_factory=lambda: np.zeros(0))
 

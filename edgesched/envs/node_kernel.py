@@ -76,7 +76,7 @@ def node_rule(
     cnt: np.ndarray,
     occ_l: np.ndarray,
     cnt_l: np.ndarray,
-) -> tuple[int, bool]:  # pragma: no cover - compiled
+) -> tuple[int, int, bool]:  # pragma: no cover - compiled
     """:func:`~edgesched.envs.sharing.node_outcome` of one node, into preallocated arrays.
 
     Writes each worker's ``rate`` and ``shared`` flag and the crash positions (newest first)
@@ -85,7 +85,9 @@ def node_rule(
     least (the node's GPUs, ``len(models)``) and ``cnt``/``cnt_l`` the node's GPUs.
 
     Returns:
-        The number of crashes and whether the node's cores are oversubscribed.
+        The number of crashes, how many of them (the first in ``crash``) are host memory
+        over capacity rather than a failing GPU pair, and whether the node's cores are
+        oversubscribed.
     """
     k_all = models.shape[0]
     gpus = int(np.rint(cap[1]))
@@ -99,6 +101,7 @@ def node_rule(
         if not alive[i]:
             crash[n_crash] = i
             n_crash += 1
+    n_mem = n_crash
     g = alloc[:, 1]
     everyone[:k_all] = True
     if gpus > 0:
@@ -173,7 +176,7 @@ def node_rule(
             rate[i] *= f
     for i in range(k_all):
         rate[i] = max(rate[i], 1e-12)
-    return n_crash, starved
+    return n_crash, n_mem, starved
 
 
 @compiled
@@ -182,7 +185,7 @@ def evaluate_nodes(
     first: bool,
     running: np.ndarray,
     state: tuple,
-) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """Outcomes of the ``dirty`` nodes (bool, per node) for the ``running`` jobs' workers.
 
     ``state`` is the simulator's arrays in the order of ``ColocationMixin._kernel_state``:
@@ -201,8 +204,9 @@ def evaluate_nodes(
     the dirty nodes again without them.
 
     Returns:
-        ``(crashed, recheck)``: the jobs to crash (``first`` pass only; a job may appear
-        twice) and the nodes whose outcome holds a crash.
+        ``(crashed, memory, recheck)``: the jobs to crash (``first`` pass only; a job may
+        appear twice), for each entry whether it is host memory over capacity (else a
+        failing GPU pair), and the nodes whose outcome holds a crash.
     """
     (
         w_node, w_seq, w_alloc, j_model, capacity, used, node_class, node_slowed,
@@ -227,7 +231,7 @@ def evaluate_nodes(
             any_todo = True
     none = np.empty(0, dtype=np.int64)
     if not any_todo:
-        return none, none
+        return none, np.empty(0, dtype=np.bool_), none
     n_w = w_node.shape[1]
     count = np.zeros(n_nodes + 1, dtype=np.int64)
     for r in range(running.shape[0]):
@@ -260,6 +264,7 @@ def evaluate_nodes(
     starved = np.zeros(total, dtype=np.bool_)
     slowed = np.zeros(n_nodes, dtype=np.bool_)
     crashed = np.empty(total, dtype=np.int64)
+    memory = np.empty(total, dtype=np.bool_)
     n_crashed = 0
     recheck = np.empty(n_nodes, dtype=np.int64)
     n_recheck = 0
@@ -292,7 +297,7 @@ def evaluate_nodes(
                 alloc[x, d] = w_alloc[wj[s + x], ww[s + x], d]
         for d in range(3):
             cap[d] = capacity[n, d]
-        n_c, st = node_rule(
+        n_c, n_m, st = node_rule(
             node_class[n],
             cap,
             models,
@@ -321,6 +326,7 @@ def evaluate_nodes(
             if first:
                 for x in range(n_c):
                     crashed[n_crashed] = wj[s + crash[x]]
+                    memory[n_crashed] = x < n_m
                     n_crashed += 1
         sl = st
         for x in range(s, e):
@@ -336,7 +342,7 @@ def evaluate_nodes(
         for n in range(n_nodes):
             if todo[n]:
                 node_slowed[n] = slowed[n]
-    return crashed[:n_crashed], recheck[:n_recheck]
+    return crashed[:n_crashed], memory[:n_crashed], recheck[:n_recheck]
 
 
 @compiled
@@ -437,8 +443,9 @@ def measured_slot(
     advancing copies (``adv`` per node, or all when ``every``) with :func:`evaluate_nodes`
     (the arguments from ``w_node`` on are its ``state``, flattened: numba types a tuple
     argument element by element in Python, a flat array argument in C).
-    If the ``first`` pass finds jobs to crash it writes them to ``crashed_out`` and returns
-    at once, writing nothing else; the caller crashes them and calls again with
+    If the ``first`` pass finds jobs to crash it writes them to ``crashed_out[0]`` (and
+    ``crashed_out[1]``: 1 where the cause is host memory, 0 a failing pair) and returns at
+    once, writing nothing else; the caller crashes them and calls again with
     ``first=False``. Otherwise it clears those dirty flags, sets the flags of nodes to
     re-check next slot, and writes :func:`slot_rates`'s outputs to ``shared_out``,
     ``starved_out`` and ``slow_out``, unless nothing was dirty and ``reuse`` says the
@@ -446,7 +453,7 @@ def measured_slot(
     because returning arrays costs a boxed array each, a few microseconds a slot.
 
     Returns:
-        ``(n_crashed, evaluated, flags)``: how many entries of ``crashed_out`` are jobs to
+        ``(n_crashed, evaluated, flags)``: how many columns of ``crashed_out`` are jobs to
         crash (a job may appear twice); whether some node was evaluated (0: no; 1: yes; 2:
         yes, and some node is dirty again, to re-check next slot); and 0 (nothing
         written: reuse the last), 1 (written, nothing slowed) or 2 (written, some worker
@@ -465,9 +472,11 @@ def measured_slot(
             frac_levels, pair, fail, interleave, cpu_x, cpu_y, cpu_n, unmeasured_share,
             cpu_weight, w_rate, w_gshared, w_starved,
         )  # fmt: skip
-        crashed, recheck = evaluate_nodes(dirty, first, running, state)
+        crashed, memory, recheck = evaluate_nodes(dirty, first, running, state)
         if crashed.shape[0]:
-            crashed_out[: crashed.shape[0]] = crashed
+            for x in range(crashed.shape[0]):
+                crashed_out[0, x] = crashed[x]
+                crashed_out[1, x] = memory[x]
             return crashed.shape[0], 1, 0
         for n in range(n_nodes):
             if every or adv[n]:

@@ -214,6 +214,18 @@ class ClusterView:
         """
         return _readonly(self._sim._node_over[self._ag()])
 
+    def crashes_by_cause(self) -> dict[str, int]:
+        """This episode's crashes (``collision_mode='measured'``) by what caused them.
+
+        ``memory``: host memory over capacity crashed some worker of the job; ``gpu_pair``:
+        a failing pair on a shared GPU. Their sum is the ``crashes`` metric. A simulator
+        restored from a checkpoint written before the causes were counted counts every
+        earlier crash as ``gpu_pair``.
+        """
+        cnt = self._sim._cnt
+        total, memory = int(cnt["crashes"][self._b]), int(cnt["crashes_memory"][self._b])
+        return {"memory": memory, "gpu_pair": total - memory}
+
     # ------------------------------------------------------------------ queues
     @property
     def pending(self) -> np.ndarray:
