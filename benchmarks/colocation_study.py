@@ -22,7 +22,10 @@ premise under each collision model, on the same held-out workloads:
   other tiers read as a measured GPU class (``tier_gpu_classes``, ``--tier-as``): by
   default the ``jetson`` tier as the K80, whose pairs slow and fail as measured where an
   unmeasured GPU's pairs never fail, and the ``small_server`` tier's K80 as the P100, which
-  leaves no catalog pair that can fail, so every crash left is a host-memory overflow.
+  leaves no catalog pair that can fail, so every crash left is a host-memory overflow;
+  and ``restart_seconds_scale`` (a multiplier of Muri's restart seconds, measured on
+  datacenter GPUs through assumed stand-ins for four of the six models; 0 makes restarts
+  free, 8 makes one cost about a 60 s slot).
 
 For each (scenario, model, heuristic) it reports the unshielded and the central-shielded
 mean JCT over the held-out seeds with 95% t-intervals over seeds, the shield's relative
@@ -35,7 +38,7 @@ Usage::
     python benchmarks/colocation_study.py                 # edge50-highload and edge50, 5 seeds
     python benchmarks/colocation_study.py --scenarios edge50 --seeds 3
     python benchmarks/colocation_study.py --shares 1 --checkpoints --t4-as --cpu-weights \
-        --gavel-maps --tier-as                           # (no sweep)
+        --gavel-maps --tier-as --restart-scales          # (no sweep)
     python benchmarks/colocation_study.py --out benchmarks/results   # + colocation_study.md
 """
 
@@ -75,6 +78,7 @@ def models_to_run(
     cpu_weights: tuple[float, ...] = (),
     gavel_maps: tuple[str, ...] = (),
     tier_as: tuple[tuple[str, str], ...] = (),
+    restart_scales: tuple[float, ...] = (),
 ) -> list[tuple[str, dict[str, Any]]]:
     """The collision models of the study: timeshare, measured, and the one-at-a-time sweep.
 
@@ -88,6 +92,8 @@ def models_to_run(
         gavel_maps: ``gavel_model_map`` readings to sweep (the model map's envelope).
         tier_as: ``(tier, class)`` readings of other tiers to try, one row each (a tier's
             pairs then run at, and fail as, that measured class's pairs).
+        restart_scales: ``restart_seconds_scale`` values to sweep (the restart cost's
+            envelope).
 
     Returns:
         ``(label, overrides)`` pairs, ``timeshare`` and ``measured`` first.
@@ -113,6 +119,7 @@ def models_to_run(
         ),
         ("cpu_starvation_weight", cpu_weights, defaults.cpu_starvation_weight),
         ("gavel_model_map", gavel_maps, defaults.gavel_model_map),
+        ("restart_seconds_scale", restart_scales, defaults.restart_seconds_scale),
     )
     for key, values, default in sweeps:
         for v in values:
@@ -154,6 +161,7 @@ def main() -> None:
         metavar="TIER=CLASS",
         help="read a hardware tier as a measured GPU class, one row each",
     )
+    p.add_argument("--restart-scales", nargs="*", type=float, default=[0.0, 8.0])
     p.add_argument("--seeds", type=int, default=5, help="held-out seeds from 10000")
     p.add_argument("--out", default="", help="directory for colocation_study.md")
     args = p.parse_args()
@@ -186,6 +194,7 @@ def main() -> None:
             tuple(args.cpu_weights),
             tuple(args.gavel_maps),
             tuple(tier_as),
+            tuple(args.restart_scales),
         )
         for label, overrides in sweep:
             handle = resolve_scenario(name, **overrides)

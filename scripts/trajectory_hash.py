@@ -83,6 +83,16 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         False,
     ),
     "edge10-v1+gavel-largest-batch": ("edge10-v1", {"gavel_model_map": "largest_batch"}, False),
+    # ResNet-50s on K80s only: crashed jobs restart within the run
+    "edge10-v1+restart-scale": (
+        "edge10-v1",
+        {
+            "models": (("imagenet", 1.0),),
+            "tier_mix": (("small_server", 1.0),),
+            "restart_seconds_scale": 8.0,
+        },
+        False,
+    ),
     "edge10-v1+switch-weight-resize": ("edge10-v1", {"switch_weight": 0.5}, True),
     # the original TapFinger code's rules (issue 21), together and the per-type minimum
     "tapfinger-hetero6-v0+original-rules": (

@@ -139,6 +139,27 @@ def test_a_failing_pair_crashes_the_newer_job_which_restarts_paying_its_overhead
     assert jc["arrived"] == jc["queued"] + jc["running"] + jc["done"]
 
 
+@pytest.mark.parametrize("scale", [0.0, 3.0])
+def test_restart_seconds_scale_multiplies_the_measured_restart(scale):
+    # the failing-pair case above: the crashed ResNet-50 owes Muri's 7 s times the scale
+    caps, classes = ((8, 1, 64), (8, 1, 64)), ("k80", "")
+    kw = dict(models=(("imagenet", 1.0),), restart_seconds_scale=scale)
+    sim, ref = _sim(caps, classes, **kw), _sim(caps, classes, **kw)
+    a, b = _jobs_of(sim, "imagenet", 2)
+    _place(sim, a, 0)
+    _place(sim, b, 0)
+    _defer(sim)
+    _defer(ref)
+    assert sim.status[b] == QUEUED and sim.startup_s[b] == 7.0 * scale
+    assert sim.counters.restart_seconds == round(7.0 * scale)
+    _place(sim, b, 1)
+    _place(ref, b, 1)
+    _defer(sim)
+    _defer(ref)
+    want = ref.progress[b] * (60.0 - 7.0 * scale) / 60.0
+    assert sim.progress[b] == pytest.approx(want, rel=1e-12)
+
+
 def test_host_memory_over_capacity_crashes_the_newer_job_counted_as_a_memory_crash():
     # two cifar10 workers (2 cores, 1 GPU, 4 GiB each) on a 2-GPU node with 6 GiB: each has
     # its own GPU (nothing shared), but 8 GiB of memory do not fit
@@ -483,6 +504,7 @@ def test_the_study_sweeps_each_assumption_once_around_the_defaults():
         (0.0,),
         ("largest_batch", "declared"),
         (("jetson", "k80"), ("small_server", "k80"), ("small_server", "p100")),
+        (1.0, 8.0),
     )
     labels = [label for label, _ in rows]
     assert labels == [
@@ -495,13 +517,15 @@ def test_the_study_sweeps_each_assumption_once_around_the_defaults():
         "measured, small_server as p100",
         "measured, cpu_starvation_weight=0",
         "measured, gavel_model_map=largest_batch",
+        "measured, restart_seconds_scale=8",
     ]
     for _, overrides in rows[2:]:
         changed = dict(overrides)
         assert changed.pop("collision_mode") == "measured" and len(changed) == 1
         cfg.replace(**changed)  # each is a valid configuration
     assert rows[5][1] == {"collision_mode": "measured", "tier_gpu_classes": (("jetson", "k80"),)}
-    assert rows[-1][1] == {"collision_mode": "measured", "gavel_model_map": "largest_batch"}
+    assert rows[-2][1] == {"collision_mode": "measured", "gavel_model_map": "largest_batch"}
+    assert rows[-1][1] == {"collision_mode": "measured", "restart_seconds_scale": 8.0}
 
 
 def test_the_most_failing_gavel_jobs_are_the_ones_the_page_names():

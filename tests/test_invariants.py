@@ -62,6 +62,7 @@ def edge_configs(draw: st.DrawFn) -> dict[str, Any]:
         # measured mode: how much a crash loses, and the model map with the most failing pairs
         "checkpoint_interval": draw(st.sampled_from([10, 0, 3])),
         "gavel_model_map": draw(st.sampled_from(["declared", "largest_batch"])),
+        "restart_seconds_scale": draw(st.sampled_from([1.0, 0.0, 8.0])),
     }
 
 

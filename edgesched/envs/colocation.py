@@ -464,7 +464,10 @@ class ColocationMixin:
         np.subtract.at(self.node_workers, nodes, 1.0)
         # each job's GPUs summed in worker order (cumsum adds in order, as a sum of a few)
         gpus = np.cumsum(np.where(held, self.w_alloc[jobs, :, 1], 0.0), axis=1)[:, -1]
-        self.startup_s[jobs] = self._coloc.restart_seconds_of(self.j_model[jobs], gpus)
+        self.startup_s[jobs] = (
+            self._coloc.restart_seconds_of(self.j_model[jobs], gpus)
+            * self.cfg.restart_seconds_scale
+        )
         self._restarting = True
         restart = np.round(self.startup_s[jobs]).astype(np.int64)
         self._tally(self._cnt["restart_seconds"], jobs, self._job_capacity, restart)

@@ -261,6 +261,12 @@ class SimConfig:
     sensitivity knob for the assumptions of the CPU model (fair sharing by the OS, the
     curve's linear extension below one core, independence from GPU sharing), swept by
     ``benchmarks/colocation_study.py --cpu-weights``."""
+    restart_seconds_scale: float = 1.0
+    """``measured``: multiplier of a crashed job's restart seconds (Muri's profiled start-up
+    overheads, 4-10 s for the catalog's models, measured on datacenter GPUs and read through
+    assumed stand-ins for four of the six; an edge board may start slower). 1 is the
+    measurement; a sensitivity knob swept by ``benchmarks/colocation_study.py
+    --restart-scales``."""
     gavel_model_map: str = "declared"
     """``measured``: which reading of the assumed catalog-model -> Gavel-job entries sets the
     shared-GPU pair rates: ``declared`` (the nearest batch size of the nearest architecture)

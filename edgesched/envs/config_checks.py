@@ -92,6 +92,7 @@ def validate(cfg: Any) -> None:
     _float_range("switch_weight", cfg.switch_weight, 0.0, 1.0)
     _float_range("unmeasured_gpu_share", cfg.unmeasured_gpu_share, 0.0, 2.0)
     _float_range("cpu_starvation_weight", cfg.cpu_starvation_weight, 0.0, 4.0)
+    _float_range("restart_seconds_scale", cfg.restart_seconds_scale, 0.0, 100.0)
     from .colocation import gavel_model_maps  # reads the packaged table: only when checked
 
     if cfg.gavel_model_map not in gavel_model_maps():

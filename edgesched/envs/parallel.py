@@ -134,7 +134,8 @@ class EdgeSchedParallelEnv(ParallelEnv):
             ``trace_drop_never_ran``, ``trace_fractional_gpus``) and the measured model's
             sensitivity knobs (``tier_gpu_classes``, the measured GPU class of a hardware
             tier; ``cpu_starvation_weight``; ``gavel_model_map``, which Gavel jobs the
-            catalog's unmatched models read). ``edge50-trace`` v1 also turns on
+            catalog's unmatched models read; ``restart_seconds_scale``, a multiplier of the
+            measured restart seconds). ``edge50-trace`` v1 also turns on
             ``trace_fractional_gpus``.
         edge50-trace v2: a change of dynamics, so a new version: each episode's window is
             drawn around a uniformly drawn job (``trace_window_rule='per_job'``) and records
