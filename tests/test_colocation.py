@@ -567,6 +567,14 @@ def test_colocation_binding_counts_what_it_says():
     assert mod.binding_counts(view)["below_one"] == 9
 
 
+def test_colocation_binding_episode_counts_crashes_by_cause():
+    """The script's episode sums carry the simulator's crashes by cause."""
+    mod = _load_script("benchmarks/colocation_binding.py")
+    tot = mod.run_episode("edge50-highload", "least_loaded", 10_000)
+    # the board's first held-out workload crashes jobs for both reasons
+    assert tot["crash_memory"] > 0 and tot["crash_pair"] > 0
+
+
 def test_a_resize_that_repacks_a_failing_pair_crashes_the_newer_job_at_its_checkpoint():
     """The crash path end to end: a re-packing, not a placement, brings a failing pair.
 
