@@ -103,8 +103,11 @@ def overrides_of(records: list) -> dict:
 
 
 def kind_cell(row: Row) -> str:
-    """``learned, 3 training seeds`` or ``heuristic``."""
-    return f"learned, {len(row.train_seeds)} training seeds" if row.learned else "heuristic"
+    """``learned, 3 training seeds`` (``1 training seed``) or ``heuristic``."""
+    if not row.learned:
+        return "heuristic"
+    n = len(row.train_seeds)
+    return f"learned, {n} training seed{'' if n == 1 else 's'}"
 
 
 def target_text(learned: Row, best: Row) -> str:
