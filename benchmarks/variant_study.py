@@ -131,8 +131,10 @@ def same_steps_cells(base: Curve | None, var: Curve | None) -> str | None:
 
 
 def ci_cell(row: Row) -> str:
-    """``35.80 [35.02, 36.56]``: a row's mean JCT with its 95% CI."""
+    """``35.80 [35.02, 36.56]``: a row's mean JCT with its 95% CI (``[no CI]``: one run)."""
     e = row.mean
+    if not (np.isfinite(e.low) and np.isfinite(e.high)):
+        return f"{e.value:.2f} [no CI]"
     return f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]"
 
 

@@ -373,3 +373,13 @@ def test_a_variant_run_varies_its_name_up_to_the_last_dash():
     assert varied_entry("tapfinger-noptr-b300k") == "tapfinger-noptr"
     assert varied_entry("dqn_central-b1200k") == "dqn_central"
     assert varied_entry("tapfinger") is None
+
+
+def test_trend_text_of_one_run_says_it_has_no_interval():
+    from edgesched.leaderboard import stats
+    from edgesched.leaderboard.curves import trend_text
+
+    assert trend_text(stats.Estimate(-0.105, -0.189, -0.009)) == "-10.5% [-18.9%, -0.9%]"
+    nan = float("nan")
+    assert trend_text(stats.Estimate(0.112, nan, nan)) == "+11.2% [no CI]"
+    assert trend_text(None) == "n/a"
