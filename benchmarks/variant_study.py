@@ -53,7 +53,7 @@ from edgesched.leaderboard.studies import (
     paired_reduction,
     reduction_text,
 )
-from edgesched.leaderboard.table import Row, entry_name, varied_entry
+from edgesched.leaderboard.table import Row, _ci, entry_name, varied_entry
 
 
 def pairs(rows: list[Row], variants: set[tuple[str, str]]) -> list[tuple[Row, Row]]:
@@ -131,11 +131,8 @@ def same_steps_cells(base: Curve | None, var: Curve | None) -> str | None:
 
 
 def ci_cell(row: Row) -> str:
-    """``35.80 [35.02, 36.56]``: a row's mean JCT with its 95% CI (``[no CI]``: one run)."""
-    e = row.mean
-    if not (np.isfinite(e.low) and np.isfinite(e.high)):
-        return f"{e.value:.2f} [no CI]"
-    return f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]"
+    """``35.80 [35.02, 36.56]``: a row's mean JCT with its 95% CI (``[n/a]``: one run)."""
+    return _ci(row.mean)
 
 
 def heuristic_cells(var: Row, top: Row | None) -> str | None:

@@ -53,11 +53,11 @@ def baseline_means(path: Path, scenario: str, seeds: list[int]) -> dict[str, flo
     Only unshielded records of the stock ``scenario`` (no overrides) that hold every seed
     count; a heuristic without one is left out.
     """
+    from edgesched.leaderboard.records import load_results
+
     out: dict[str, float] = {}
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        r = json.loads(line)
+    for rec in load_results([path]):
+        r = rec.data
         if (
             r["algo"] not in COMPARED
             or r["scenario"] != scenario

@@ -184,7 +184,7 @@ def test_a_crash_loses_exactly_the_work_since_the_last_checkpoint():
         _defer(sim)
         seen.append(float(sim.progress[j]))
     assert sim.ckpt_progress[j] == seen[4]  # checkpoint after the 5th slot
-    sim._crash(np.array([j]))
+    sim._crash(np.array([j]), np.array([], dtype=np.int64))  # as a failing pair would
     assert sim.progress[j] == seen[4]
     assert sim.counters.crash_slots_lost == 2
     assert sim.status[j] == QUEUED and sim.placed[j] == 0

@@ -381,5 +381,5 @@ def test_trend_text_of_one_run_says_it_has_no_interval():
 
     assert trend_text(stats.Estimate(-0.105, -0.189, -0.009)) == "-10.5% [-18.9%, -0.9%]"
     nan = float("nan")
-    assert trend_text(stats.Estimate(0.112, nan, nan)) == "+11.2% [no CI]"
+    assert trend_text(stats.Estimate(0.112, nan, nan)) == "+11.2% [n/a]"
     assert trend_text(None) == "n/a"

@@ -441,17 +441,16 @@ class ColocationMixin:
             self._dirty_ext[-1] = False  # padding wrote the sentinel
             self._maybe_dirty = True
 
-    def _crash(self, jobs: np.ndarray, memory: np.ndarray | None = None) -> None:
+    def _crash(self, jobs: np.ndarray, memory: np.ndarray) -> None:
         """Crash running ``jobs``: back to their last checkpoint, released and re-queued.
 
         ``memory``: those of ``jobs`` that host memory over capacity crashed (some worker's;
-        the others', or all when ``None``, were a failing GPU pair), counted apart.
+        the others' were a failing GPU pair), counted apart.
         """
         interval = self.cfg.checkpoint_interval
         lost = self.run_slots[jobs] % interval if interval else self.run_slots[jobs]
         self._count("crashes", jobs, self._job_capacity)
-        if memory is not None and len(memory):
-            self._count("crashes_memory", memory, self._job_capacity)
+        self._count("crashes_memory", memory, self._job_capacity)
         self._tally(self._cnt["crash_slots_lost"], jobs, self._job_capacity, lost)
         self.progress[jobs] = self.ckpt_progress[jobs]
         self.quality[jobs] = self.progress_model.quality_of(self, jobs)

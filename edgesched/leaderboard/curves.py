@@ -80,12 +80,13 @@ class Curve:
 def trend_text(trend: stats.Estimate | None) -> str:
     """``-10.5% [-18.9%, -0.9%]``: a trend with its CI (``n/a`` without one).
 
-    A trend of one run has no interval (its bounds are not finite): ``+11.2% [no CI]``.
+    A trend of one run has no interval (its bounds are not finite): ``+11.2% [n/a]``, as
+    the boards write a mean without one.
     """
     if trend is None:
         return NA
     if not (np.isfinite(trend.low) and np.isfinite(trend.high)):
-        return f"{trend.value:+.1%} [no CI]"
+        return f"{trend.value:+.1%} [{NA}]"
     return f"{trend.value:+.1%} [{trend.low:+.1%}, {trend.high:+.1%}]"
 
 
