@@ -57,8 +57,8 @@ def _compiled(k, cls, cap, models, alloc, share, cpu_weight=1.0):
     rate, shared = np.empty(n), np.empty(n, dtype=bool)
     crash = np.empty(n, dtype=np.int64)
     n_crash, n_mem, starved = node_rule(
-        cls, cap, models, alloc, k.pair, k.fail, k.interleave, k.cpu_x, k.cpu_y, k.cpu_n,
-        share, cpu_weight, rate, shared, crash, np.empty(n, dtype=bool), np.empty(n, dtype=bool),
+        cls, cap, models, alloc, tuple(k), share, cpu_weight, rate, shared, crash,
+        np.empty(n, dtype=bool), np.empty(n, dtype=bool),
         np.empty((gpus, n), dtype=np.int64), np.zeros(gpus, dtype=np.int64),
         np.empty((gpus, n), dtype=np.int64), np.zeros(gpus, dtype=np.int64),
     )  # fmt: skip

@@ -17,7 +17,7 @@ from .core import (
     EdgeClusterSim,
     InvalidActionError,
 )
-from .render import render_ansi, render_rgb
+from .render import check_render_mode, render_sim
 from .scenarios import Scenario, scenario_config
 
 INFO_KEYS = STEP_INFO_KEYS
@@ -113,12 +113,7 @@ class EdgeSchedCentralEnv(gym.Env):
     ) -> None:
         self.scenario: Scenario | None
         self.scenario, cfg = scenario_config(scenario, overrides)
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(
-                f"render_mode={render_mode!r} is not supported; choose one of "
-                f"{[None, *self.metadata['render_modes']]}"
-            )
-        self.render_mode = render_mode
+        self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
         self.sim = EdgeClusterSim(cfg)
         n, lv = cfg.num_nodes, self.sim.num_levels
         self.num_levels = lv
@@ -294,8 +289,4 @@ class EdgeSchedCentralEnv(gym.Env):
 
     def render(self) -> str | np.ndarray | None:
         """Render per ``render_mode`` (text table or load heatmap)."""
-        if self.render_mode == "ansi":
-            return render_ansi(self.sim)
-        if self.render_mode == "rgb_array":
-            return render_rgb(self.sim)
-        return None
+        return render_sim(self.sim, self.render_mode)

@@ -50,17 +50,92 @@ above a model's peak stops every job of it at the inflection (quality 0.18-0.49)
 its target, so the stop no longer measures flattening gains; 0.1 keeps a margin below 0.134."""
 
 
+CHOICES: dict[str, tuple[str, ...]] = {
+    "collision_mode": COLLISION_MODES,
+    "reward_mode": REWARD_MODES,
+    "waiting_charge": WAITING_CHARGES,
+    "advance": ADVANCE_MODES,
+    "visibility": VISIBILITY_MODES,
+    "invalid_action": INVALID_ACTION_MODES,
+    "topology": TOPOLOGY_KINDS,
+    "arrival_scope": ARRIVAL_SCOPES,
+    "conflict_rule": CONFLICT_RULES,
+    "alloc_mode": ALLOC_MODES,
+    "trace_format": TRACE_FORMAT_CHOICES,
+    "trace_window_rule": TRACE_WINDOW_RULES,
+    "pending_refill": PENDING_REFILLS,
+}
+"""Fields with a fixed set of allowed values (``progress_model``'s come from its registry)."""
+
+INT_RANGES: dict[str, tuple[int, int]] = {
+    # The cluster keeps dense N x N pair matrices and computes all-pairs paths in O(N^3)
+    # (Floyd-Warshall): about 20 s and a few hundred MiB at MAX_NODES, hours beyond.
+    "num_nodes": (1, MAX_NODES),
+    "region_size": (1, 100_000),
+    "arrival_slots": (1, 10_000_000),
+    "checkpoint_interval": (0, 10_000_000),
+    "diurnal_period_slots": (1, 10_000_000),
+    "max_jobs": (0, 10_000_000),
+    "pending_slots": (1, 1024),
+    "priority_aging_slots": (0, 10_000_000),
+    "obs_delay": (0, 1000),
+    "max_slots": (1, 10_000_000),
+    "max_steps": (1, 100_000_000),
+    "topology_seed": (0, 2**63 - 1),
+}
+"""Integer fields and their closed ranges (``neighbors_k``'s depends on ``num_nodes``)."""
+
+FLOAT_RANGES: dict[str, tuple[float, float]] = {
+    "trace_window_start_hours": (-1.0, 1e7),
+    "switch_weight": (0.0, 1.0),
+    "unmeasured_gpu_share": (0.0, 2.0),
+    "cpu_starvation_weight": (0.0, 4.0),
+    "restart_seconds_scale": (0.0, 100.0),
+    "arrival_rate": (0.0, 1e6),
+    "diurnal_amplitude": (0.0, 0.999),
+    "burst_prob": (0.0, 1.0),
+    "burst_mean_slots": (1.0, 1e9),
+    "burst_multiplier": (1.0, 1e3),
+    "job_size_median_slots": (1e-3, 1e9),
+    "job_size_sigma": (0.0, 5.0),
+    "max_epochs": (1e-3, 1e9),
+    "slot_seconds": (1e-3, 1e9),
+    "contention_exponent": (0.0, 10.0),
+    "straggler_scale": (0.0, 1e3),
+    "straggler_prob_scale": (0.0, 1e3),
+    "edgegossip_min_gain": (0.0, EDGEGOSSIP_MAX_MIN_GAIN),
+    "collision_penalty": (0.0, 1e9),
+    "resource_cost_weight": (0.0, 1e9),
+    "accuracy_gain_weight": (0.0, 1e9),
+}
+"""Number fields (finite, bools rejected) and their closed ranges."""
+
+PAIR_RANGES: dict[str, tuple[float, float]] = {
+    "trace_size_clip": (1e-4, 1e4),
+    "target_quality": (0.01, 0.999),
+    "link_bandwidth_gbps": (1e-6, 1e6),
+    "link_latency_ms": (0.0, 1e6),
+}
+"""``(low, high)`` fields: both ends in the range and ``low <= high``."""
+
+WEIGHTED_LISTS = ("tier_mix", "models", "sync_mix", "workers_dist")
+"""Fields that are non-empty lists of ``(name, weight)`` with a positive total weight."""
+
+
 def validate(cfg: Any) -> None:
     """Check every value; raise :class:`ConfigError` naming the first bad one."""
-    _choice("collision_mode", cfg.collision_mode, COLLISION_MODES)
-    _choice("reward_mode", cfg.reward_mode, REWARD_MODES)
-    _choice("waiting_charge", cfg.waiting_charge, WAITING_CHARGES)
-    _choice("advance", cfg.advance, ADVANCE_MODES)
-    _choice("visibility", cfg.visibility, VISIBILITY_MODES)
-    _choice("invalid_action", cfg.invalid_action, INVALID_ACTION_MODES)
-    _choice("topology", cfg.topology, TOPOLOGY_KINDS)
-    _choice("arrival_scope", cfg.arrival_scope, ARRIVAL_SCOPES)
+    for name, allowed in CHOICES.items():
+        _choice(name, getattr(cfg, name), allowed)
     _choice("progress_model", cfg.progress_model, tuple(list_progress_models()))
+    for name, (lo, hi) in INT_RANGES.items():
+        _int_range(name, getattr(cfg, name), lo, hi)
+    _int_range("neighbors_k", cfg.neighbors_k, 0, max(cfg.num_nodes - 1, 0))
+    for name, (lo, hi) in FLOAT_RANGES.items():
+        _float_range(name, getattr(cfg, name), lo, hi)
+    for name, (lo, hi) in PAIR_RANGES.items():
+        _pair(name, getattr(cfg, name), lo, hi)
+    for name in WEIGHTED_LISTS:
+        _weights(name, getattr(cfg, name))
     names = {name for name, _ in cfg.models}
     for entry in cfg.tapfinger_min_demand:
         ok = len(entry) == 3 and entry[0] in names and min(entry[1:]) >= 0 and max(entry[1:]) > 0
@@ -69,9 +144,6 @@ def validate(cfg: Any) -> None:
                 f"tapfinger_min_demand entry {entry!r}: need (type, cpu, gpu) with a type "
                 f"of models {sorted(names)} and cpu, gpu >= 0, not both 0"
             )
-    _choice("conflict_rule", cfg.conflict_rule, CONFLICT_RULES)
-    _choice("alloc_mode", cfg.alloc_mode, ALLOC_MODES)
-    _choice("trace_format", cfg.trace_format, TRACE_FORMAT_CHOICES)
     if not isinstance(cfg.trace_path, str):
         raise ConfigError(f"trace_path={cfg.trace_path!r}: need a file path (string)")
     if not isinstance(cfg.link_bandwidth_graph, str):
@@ -79,20 +151,6 @@ def validate(cfg: Any) -> None:
             f"link_bandwidth_graph={cfg.link_bandwidth_graph!r}: need a Topology Zoo "
             "graph name (string), e.g. 'Aarnet'"
         )
-    _float_range("trace_window_start_hours", cfg.trace_window_start_hours, -1.0, 1e7)
-    _choice("trace_window_rule", cfg.trace_window_rule, TRACE_WINDOW_RULES)
-    _pair("trace_size_clip", cfg.trace_size_clip, 1e-4, 1e4)
-    # The cluster keeps dense N x N pair matrices and computes all-pairs paths in O(N^3)
-    # (Floyd-Warshall): about 20 s and a few hundred MiB at MAX_NODES, hours beyond.
-    _int_range("num_nodes", cfg.num_nodes, 1, MAX_NODES)
-    _int_range("neighbors_k", cfg.neighbors_k, 0, max(cfg.num_nodes - 1, 0))
-    _int_range("region_size", cfg.region_size, 1, 100_000)
-    _int_range("arrival_slots", cfg.arrival_slots, 1, 10_000_000)
-    _int_range("checkpoint_interval", cfg.checkpoint_interval, 0, 10_000_000)
-    _float_range("switch_weight", cfg.switch_weight, 0.0, 1.0)
-    _float_range("unmeasured_gpu_share", cfg.unmeasured_gpu_share, 0.0, 2.0)
-    _float_range("cpu_starvation_weight", cfg.cpu_starvation_weight, 0.0, 4.0)
-    _float_range("restart_seconds_scale", cfg.restart_seconds_scale, 0.0, 100.0)
     from .colocation import gavel_model_maps  # reads the packaged table: only when checked
 
     if cfg.gavel_model_map not in gavel_model_maps():
@@ -100,38 +158,6 @@ def validate(cfg: Any) -> None:
             f"gavel_model_map={cfg.gavel_model_map!r} is not allowed; use one of "
             f"{list(gavel_model_maps())}"
         )
-    _int_range("diurnal_period_slots", cfg.diurnal_period_slots, 1, 10_000_000)
-    _int_range("max_jobs", cfg.max_jobs, 0, 10_000_000)
-    _int_range("pending_slots", cfg.pending_slots, 1, 1024)
-    _choice("pending_refill", cfg.pending_refill, PENDING_REFILLS)
-    _int_range("priority_aging_slots", cfg.priority_aging_slots, 0, 10_000_000)
-    _int_range("obs_delay", cfg.obs_delay, 0, 1000)
-    _int_range("max_slots", cfg.max_slots, 1, 10_000_000)
-    _int_range("max_steps", cfg.max_steps, 1, 100_000_000)
-    _int_range("topology_seed", cfg.topology_seed, 0, 2**63 - 1)
-    _float_range("arrival_rate", cfg.arrival_rate, 0.0, 1e6)
-    _float_range("diurnal_amplitude", cfg.diurnal_amplitude, 0.0, 0.999)
-    _float_range("burst_prob", cfg.burst_prob, 0.0, 1.0)
-    _float_range("burst_mean_slots", cfg.burst_mean_slots, 1.0, 1e9)
-    _float_range("burst_multiplier", cfg.burst_multiplier, 1.0, 1e3)
-    _float_range("job_size_median_slots", cfg.job_size_median_slots, 1e-3, 1e9)
-    _float_range("job_size_sigma", cfg.job_size_sigma, 0.0, 5.0)
-    _float_range("max_epochs", cfg.max_epochs, 1e-3, 1e9)
-    _float_range("slot_seconds", cfg.slot_seconds, 1e-3, 1e9)
-    _float_range("contention_exponent", cfg.contention_exponent, 0.0, 10.0)
-    _float_range("straggler_scale", cfg.straggler_scale, 0.0, 1e3)
-    _float_range("straggler_prob_scale", cfg.straggler_prob_scale, 0.0, 1e3)
-    _float_range("edgegossip_min_gain", cfg.edgegossip_min_gain, 0.0, EDGEGOSSIP_MAX_MIN_GAIN)
-    _float_range("collision_penalty", cfg.collision_penalty, 0.0, 1e9)
-    _float_range("resource_cost_weight", cfg.resource_cost_weight, 0.0, 1e9)
-    _float_range("accuracy_gain_weight", cfg.accuracy_gain_weight, 0.0, 1e9)
-    _pair("target_quality", cfg.target_quality, 0.01, 0.999)
-    _pair("link_bandwidth_gbps", cfg.link_bandwidth_gbps, 1e-6, 1e6)
-    _pair("link_latency_ms", cfg.link_latency_ms, 0.0, 1e6)
-    _weights("tier_mix", cfg.tier_mix)
-    _weights("models", cfg.models)
-    _weights("sync_mix", cfg.sync_mix)
-    _weights("workers_dist", cfg.workers_dist)
     for w, _ in cfg.workers_dist:
         _int_range("workers_dist (worker count)", w, 1, 64)
     if not cfg.priority_probs or any(p < 0 for p in cfg.priority_probs):

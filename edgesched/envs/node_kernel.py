@@ -59,12 +59,7 @@ def node_rule(
     cap: np.ndarray,
     models: np.ndarray,
     alloc: np.ndarray,
-    pair: np.ndarray,
-    fail: np.ndarray,
-    interleave: np.ndarray,
-    cpu_x: np.ndarray,
-    cpu_y: np.ndarray,
-    cpu_n: np.ndarray,
+    tables: tuple,
     unmeasured_share: float,
     cpu_weight: float,
     rate: np.ndarray,
@@ -79,8 +74,10 @@ def node_rule(
 ) -> tuple[int, int, bool]:  # pragma: no cover - compiled
     """:func:`~edgesched.envs.sharing.node_outcome` of one node, into preallocated arrays.
 
-    Writes each worker's ``rate`` and ``shared`` flag and the crash positions (newest first)
-    into ``crash``. The rest are scratch that :func:`evaluate_nodes` reuses across nodes:
+    ``tables`` holds the fields of :class:`~edgesched.envs.colocation.KernelTables` in their
+    order (a plain tuple: the compiled callers build it from their flat arguments). Writes
+    each worker's ``rate`` and ``shared`` flag and the crash positions (newest first) into
+    ``crash``. The rest are scratch that :func:`evaluate_nodes` reuses across nodes:
     ``alive`` and ``everyone`` hold at least ``len(models)`` entries, ``occ``/``occ_l`` at
     least (the node's GPUs, ``len(models)``) and ``cnt``/``cnt_l`` the node's GPUs.
 
@@ -89,6 +86,7 @@ def node_rule(
         over capacity rather than a failing GPU pair, and whether the node's cores are
         oversubscribed.
     """
+    pair, fail, interleave, cpu_x, cpu_y, cpu_n = tables
     k_all = models.shape[0]
     gpus = int(np.rint(cap[1]))
     mem_cap = cap[2] + _EPS
@@ -213,6 +211,7 @@ def evaluate_nodes(
         frac_levels, pair, fail, interleave, cpu_x, cpu_y, cpu_n, unmeasured_share,
         cpu_weight, w_rate, w_gshared, w_starved,
     ) = state  # fmt: skip
+    tables = (pair, fail, interleave, cpu_x, cpu_y, cpu_n)
     n_nodes = dirty.shape[0]
     todo = np.zeros(n_nodes, dtype=np.bool_)
     calm = np.zeros(n_nodes, dtype=np.bool_)
@@ -302,12 +301,7 @@ def evaluate_nodes(
             cap,
             models,
             alloc,
-            pair,
-            fail,
-            interleave,
-            cpu_x,
-            cpu_y,
-            cpu_n,
+            tables,
             unmeasured_share,
             cpu_weight,
             rate[s:e],

@@ -12,7 +12,7 @@ from pettingzoo.utils.conversions import parallel_to_aec
 
 from .config import SimConfig
 from .core import OBS_BOUND, STEP_INFO_KEYS, EdgeClusterSim, InvalidActionError
-from .render import render_ansi, render_rgb
+from .render import check_render_mode, render_sim
 from .scenarios import Scenario, scenario_config
 
 INFO_KEYS = (*STEP_INFO_KEYS, "invalid_action")
@@ -157,12 +157,7 @@ class EdgeSchedParallelEnv(ParallelEnv):
     ) -> None:
         self.scenario: Scenario | None
         self.scenario, cfg = scenario_config(scenario, overrides)
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(
-                f"render_mode={render_mode!r} is not supported; choose one of "
-                f"{[None, *self.metadata['render_modes']]}"
-            )
-        self.render_mode = render_mode
+        self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
         self.sim = EdgeClusterSim(cfg, scenario_id=self.scenario.id if self.scenario else "")
         self.possible_agents = [f"node_{i}" for i in range(cfg.num_nodes)]
         self.agents: list[str] = []
@@ -298,11 +293,7 @@ class EdgeSchedParallelEnv(ParallelEnv):
 
     def render(self) -> str | np.ndarray | None:
         """Render per ``render_mode``: a text table (``ansi``) or a load heatmap image."""
-        if self.render_mode == "ansi":
-            return render_ansi(self.sim)
-        if self.render_mode == "rgb_array":
-            return render_rgb(self.sim)
-        return None
+        return render_sim(self.sim, self.render_mode)
 
     def close(self) -> None:
         """Nothing to release; present for API completeness."""

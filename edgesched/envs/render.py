@@ -7,7 +7,31 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .core import EdgeClusterSim
+
+
+def check_render_mode(render_mode: str | None, modes: Sequence[str]) -> str | None:
+    """``render_mode`` if it is ``None`` or one of ``modes`` (a view's ``metadata``).
+
+    Raises:
+        ValueError: any other value, naming the parameter, the value and the choices.
+    """
+    if render_mode not in (None, *modes):
+        raise ValueError(
+            f"render_mode={render_mode!r} is not supported; choose one of {[None, *modes]}"
+        )
+    return render_mode
+
+
+def render_sim(sim: EdgeClusterSim, render_mode: str | None) -> str | np.ndarray | None:
+    """A view's ``render()``: the text table (``ansi``), the heatmap (``rgb_array``) or None."""
+    if render_mode == "ansi":
+        return render_ansi(sim)
+    if render_mode == "rgb_array":
+        return render_rgb(sim)
+    return None
 
 
 def render_ansi(sim: EdgeClusterSim, max_rows: int = 20) -> str:
