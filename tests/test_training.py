@@ -536,3 +536,29 @@ def test_team_reward_trains_on_the_agents_mean_reward(name):
     assert (local != local[..., :1]).any(), "fixture: agents' own rewards never differ"
     want = np.repeat(local.mean(-1, keepdims=True), local.shape[-1], -1)
     np.testing.assert_allclose(team, want, rtol=1e-6, atol=1e-6)
+
+
+def test_resume_names_a_checkpoint_from_before_the_batched_trainers(tmp_path):
+    """A checkpoint whose VecSim held separate simulators (before 4775351) is refused by name."""
+    import pickle
+
+    import torch
+
+    from edgesched.algos.common import VecSim
+
+    cfg = make_cfg(tmp_path / "r", total_env_steps=32)
+    run(cfg)
+    (tmp_path / "r" / "eval.json").unlink()  # as if killed after its checkpoint
+    ckpt_path = tmp_path / "r" / "checkpoints" / "last.pt"
+    ckpt = torch.load(ckpt_path, weights_only=False)
+    old = object.__new__(VecSim)  # the earlier layout: a list of lone simulators
+    old.__dict__.update(sims=[], seed=0, episodes=np.zeros(2, dtype=np.int64), num_envs=2)
+    ckpt["vec"] = pickle.dumps(old)
+    torch.save(ckpt, ckpt_path)
+    before = {p: p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file()}
+    with pytest.raises(
+        ExperimentConfigError, match=r"earlier edgesched \(commit \w+\).*resume=false"
+    ):
+        run(make_cfg(tmp_path / "r", total_env_steps=32, resume=True))
+    after = {p: p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file()}
+    assert after == before, "nothing written on a refused resume"

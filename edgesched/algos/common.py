@@ -64,6 +64,10 @@ class SimCopy:
         return self._sim.resize(np.asarray(jobs, dtype=np.int64) + offset, delta)
 
 
+class OutdatedCheckpointError(ValueError):
+    """Training state written by an earlier edgesched that this version cannot continue."""
+
+
 class VecSim:
     """``num_envs`` copies of a scenario as one batched simulator, with auto-reset.
 
@@ -88,6 +92,17 @@ class VecSim:
         """Also return the graph view and mask of truncated copies (graph-reading learners)."""
         self.sim.reset(seeds=[train_episode_seed(seed, i, 0) for i in range(num_envs)])
         self.copies = [SimCopy(self.sim, i) for i in range(num_envs)]
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Before 4775351 a VecSim held a list of lone simulators (``sims``). Their states
+        # would have to be merged into one batched simulator (per-copy job ids, generators,
+        # buffers); rather than guess at that, an old training checkpoint is refused by name.
+        if "sims" in state:
+            raise OutdatedCheckpointError(
+                "its environment copies are separate simulators, as edgesched wrote them "
+                "before commit 4775351; this version steps them as one batched simulator"
+            )
+        self.__dict__.update(state)
 
     @property
     def cfg(self) -> SimConfig:

@@ -33,7 +33,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from edgesched.algos import AlgorithmEntry, config_from_dict, get_algorithm, make_trainer
-from edgesched.algos.common import VecSim
+from edgesched.algos.common import OutdatedCheckpointError, VecSim
 from edgesched.baselines import make_baseline
 from edgesched.envs.handle import ScenarioHandle, resolve_scenario
 
@@ -418,6 +418,13 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             try:
                 trainer.load_state_dict(ckpt["trainer"])
                 vec = pickle.loads(ckpt["vec"])
+            except OutdatedCheckpointError as exc:
+                wrote = str(ckpt.get("commit") or "unknown")[:12]
+                raise ExperimentConfigError(
+                    f"resume: the checkpoint {ckpt_path} was written by an earlier edgesched "
+                    f"(commit {wrote}): {exc}. Start a new run with resume=false, or finish "
+                    "this one with the version that wrote it"
+                ) from None
             except Exception as exc:
                 raise _bad_checkpoint(
                     ckpt_path, f"does not fit this run's learner ({_short(exc)})"
