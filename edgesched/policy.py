@@ -8,7 +8,7 @@ so the evaluation harness treats learned and heuristic schedulers alike.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,11 @@ class EnvSpec:
             profiles: a job's declared size over its model's rate is its expected time on
             one such worker. Empty where the progress model has no throughputs (TapFinger's
             rules).
+        config: the :class:`~edgesched.envs.config.SimConfig` these facts come from (the
+            scenario's parameters with a run's overrides applied); ``None`` for a spec
+            written by hand. Not part of the spec's equality. A learner that builds its own
+            view of the scenario (``dqn_central``'s central view) reads it, so that a policy
+            trained with overrides is rebuilt at its own shapes.
 
     Observation layout of one agent (``EdgeSchedParallelEnv`` docstring; all slices are
     available from :meth:`obs_slices`): own node features (``NODE_FEATURES`` = 9: free
@@ -65,6 +70,8 @@ class EnvSpec:
     level_add: tuple[tuple[float, ...], ...] = ()
     cap_max: tuple[float, ...] = ()
     model_rates: tuple[float, ...] = ()
+    # typed Any: this module imports nothing from edgesched.envs (no cycle)
+    config: Any = field(default=None, compare=False, repr=False)
 
     def obs_slices(self) -> dict[str, slice]:
         """Where each block of an agent's observation lies (see class docstring)."""
@@ -119,6 +126,7 @@ class EnvSpec:
             model_rates=tuple(rates.tolist())
             if (rates := sim.progress_model.reference_rates()) is not None
             else (),
+            config=sim.cfg,
         )
 
 

@@ -297,3 +297,20 @@ def test_a_central_view_pickled_before_the_mask_memo_still_steps():
     mask = old.action_masks()
     old.step(int(np.flatnonzero(mask)[-1]))
     np.testing.assert_array_equal(old.action_masks(), old._compute_mask())
+
+
+def test_a_policy_trained_with_shape_changing_overrides_reloads(tmp_path):
+    """The head rebuilt for evaluation takes the run's overrides, not the registered shapes."""
+    from edgesched.envs.central import EdgeSchedCentralEnv
+    from edgesched.experiment.evaluation import load_policy
+
+    cfg = make_cfg(tmp_path / "run", algo="dqn_central", total_env_steps=128)
+    cfg.algo.learning_starts = 32
+    cfg.env.overrides = {"num_nodes": 12}  # edge10 with two more nodes: more inputs, actions
+    summary = run(cfg)
+    head, env, overrides = load_policy(str(tmp_path / "run" / "policy.pt"))
+    central = EdgeSchedCentralEnv(env, **overrides)
+    linears = [m for m in head.actor.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears[-1].out_features == central.action_space.n
+    again = head.evaluate(env, overrides, [10_000], 1)["summary"]
+    assert again["jct_mean"] == summary["jct_mean"]

@@ -369,7 +369,9 @@ class DQNCentralTrainer:
         from stable_baselines3.common.utils import LinearSchedule
 
         if sim_cfg is None:
-            sim_cfg = get_scenario(_scenario_name(self.spec)).config()
+            # evaluation only: the run's configuration, overrides included, sets the
+            # network's shapes (a spec written by hand has none: the registered scenario's)
+            sim_cfg = self.spec.config or get_scenario(_scenario_name(self.spec)).config()
         # unmasked, DQN explores over every action, feasible or not (module docstring)
         sim_cfg = sim_cfg.replace(invalid_action="defer")
         c = self.cfg
