@@ -14,14 +14,7 @@ import ast
 import itertools
 from pathlib import Path
 
-import pytest
-
 PKG = Path(__file__).resolve().parents[1] / "edgesched"
-
-# Unit-level edges that close a cycle and live in files this change could not edit (other
-# work on them was under way). Each is (importing module, imported unit): the remedy is to
-# import the seeds and metric names from edgesched.protocol instead of edgesched.experiment.
-PENDING: dict[tuple[str, str], str] = {}
 
 
 def _module(path: Path) -> str:
@@ -98,14 +91,14 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def unit_edges(skip: dict[tuple[str, str], str]) -> tuple[dict[str, set[str]], dict]:
-    """Unit graph (without ``skip`` edges) and, per unit edge, the imports behind it."""
+def unit_edges() -> tuple[dict[str, set[str]], dict]:
+    """Unit graph and, per unit edge, the imports behind it."""
     edges: dict[str, set[str]] = {}
     why: dict[tuple[str, str], list[str]] = {}
     for mod, targets in import_graph().items():
         for target, lines in targets.items():
             a, b = unit(mod), unit(target)
-            if a == b or (mod, b) in skip:
+            if a == b:
                 continue
             edges.setdefault(a, set()).add(b)
             why.setdefault((a, b), []).append(f"{mod}:{lines[0]} -> {target}")
@@ -124,66 +117,37 @@ def test_the_graph_sees_lazy_and_relative_imports():
     assert "edgesched.protocol" in graph["edgesched.experiment.evaluation"]
 
 
-# Module-level cycles inside the simulator, whose core was being split into phase modules
-# by other work at the time (issue 20, points 1 and 2): checked separately, xfail while any.
-REWRITE_UNIT = "edgesched.envs"
-# Module edges closing a cycle inside one unit, in files this change could not edit.
-PENDING_MODULES: dict[tuple[str, str], str] = {}
+def _module_edges() -> dict[str, set[str]]:
+    """Module graph, without a submodule's imports of its own package.
 
-
-def _module_edges(inside_rewrite: bool) -> dict[str, set[str]]:
-    """Module graph; only the pending edges (within :data:`REWRITE_UNIT` and
-    :data:`PENDING_MODULES`), or all but those."""
+    Such an import runs nothing new: Python initialized the package before the submodule.
+    """
     edges: dict[str, set[str]] = {}
     for mod, targets in import_graph().items():
         for target in targets:
-            within = unit(mod) == unit(target) == REWRITE_UNIT or (mod, target) in PENDING_MODULES
-            pending = (mod, unit(target)) in PENDING  # reported by test_no_cycle_between_units
-            # a submodule importing its own package runs nothing new: Python initialized
-            # the package before the submodule
-            own_package = mod.startswith(target + ".")
-            if target != mod and within == inside_rewrite and not (pending or own_package):
+            if target != mod and not mod.startswith(target + "."):
                 edges.setdefault(mod, set()).add(target)
     return edges
 
 
 def test_no_module_level_cycle():
-    """No module imports itself through others (the simulator's own modules aside)."""
-    cycle = find_cycle(_module_edges(inside_rewrite=False))
+    """No module imports itself through others, the simulator's phase modules included."""
+    cycle = find_cycle(_module_edges())
     assert cycle is None, f"module import cycle: {' -> '.join(cycle or [])}"
 
 
-def test_no_module_level_cycle_in_pending_files():
-    """The simulator's own modules and :data:`PENDING_MODULES` (xfail while a cycle is left)."""
-    edges = _module_edges(inside_rewrite=True)
-    for a, b in PENDING_MODULES:
-        edges.setdefault(b, set()).update(t for t in import_graph()[b] if t == a)
+def test_the_cycle_finder_finds_a_cycle():
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     cycle = find_cycle(edges)
-    if cycle is not None:
-        files = ", ".join(sorted({m.replace(".", "/") + ".py" for m in cycle}))
-        notes = "; ".join(PENDING_MODULES.get((a, b), "") for a, b in itertools.pairwise(cycle))
-        pytest.xfail(f"module import cycle {' -> '.join(cycle)} (in {files}) {notes}".strip())
-
-
-def test_no_cycle_between_units_apart_from_pending_files():
-    """No cycle between subpackages and top-level modules, the listed pending edges aside."""
-    edges, why = unit_edges(PENDING)
-    cycle = find_cycle(edges)
-    assert cycle is None, _describe(cycle, why)
+    assert cycle is not None and set(cycle) == {"a", "b", "c"}
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
 def test_no_cycle_between_units():
-    """The whole unit graph, pending edges included (xfail while they exist)."""
-    edges, why = unit_edges({})
+    """No cycle between subpackages and top-level modules."""
+    edges, why = unit_edges()
     cycle = find_cycle(edges)
-    if cycle is not None:
-        imports = [w for ws in why.values() for w in ws]
-        files = sorted(
-            {f for (mod, _), f in PENDING.items() if any(w.startswith(mod + ":") for w in imports)}
-        )
-        if not files:  # a cycle no pending edge explains is a regression
-            pytest.fail(_describe(cycle, why))
-        pytest.xfail(f"{_describe(cycle, why)}; pending in {', '.join(files)}")
+    assert cycle is None, _describe(cycle, why)
 
 
 def test_algorithms_and_experiment_meet_in_protocol():

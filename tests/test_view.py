@@ -360,21 +360,36 @@ def test_colliding_nodes_definition() -> None:
 
 # ---------------------------------------------------------------------------- boundary
 PACKAGE = Path(edgesched.__file__).resolve().parent
-SIM_NAME = re.compile(r"(?:sim|sims\[.*\])$")
+CHECKOUT = Path(__file__).resolve().parents[1]
+SIM_NAME = re.compile(r"(?:sim|sims\[.*\]|simulator|batch|batched)$")
 """Source text of an expression that names a simulator (``sim``, ``self.sim``,
-``env.unwrapped.sim``, ``vec.sims[i]``, ...)."""
+``env.unwrapped.sim``, ``vec.sims[i]``, ``simulator``, a ``batch`` of copies, ...)."""
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
 def private_sim_reads(source: str) -> list[tuple[int, str]]:
-    """``(line, text)`` of every ``<simulator>._name`` (not dunder) in ``source``."""
+    """``(line, text)`` of every ``<simulator>._name`` (not dunder) in ``source``.
+
+    Also ``getattr``/``setattr``/``hasattr`` of a simulator with a literal private name.
+    """
     found = []
     for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, ast.Attribute):
-            continue
-        attr = node.attr
-        if not attr.startswith("_") or (attr.startswith("__") and attr.endswith("__")):
-            continue
-        if SIM_NAME.search(ast.unparse(node.value)):
+        if isinstance(node, ast.Attribute):
+            if _private(node.attr) and SIM_NAME.search(ast.unparse(node.value)):
+                found.append((node.lineno, node.col_offset, ast.unparse(node)))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and _private(node.args[1].value)
+            and SIM_NAME.search(ast.unparse(node.args[0]))
+        ):
             found.append((node.lineno, node.col_offset, ast.unparse(node)))
     return [(line, text) for line, _, text in sorted(found)]
 
@@ -419,21 +434,34 @@ def test_the_scanner_finds_private_reads() -> None:
     src = (
         "sim._a\nself.sim._b(1)\nvec.sims[i]._c\nenv.unwrapped.sim._d = 1\n"
         "sim.__class__\nself._sim\nsim.public\nsimulation._e\nview._f\n"
+        "getattr(sim, '_g')\nhasattr(self.sim, '__len__')\nsimulator._h\nbatch._i\n"
+        "getattr(view, '_j')\n"
     )
     assert [t for _, t in private_sim_reads(src)] == [
         "sim._a",
         "self.sim._b",
         "vec.sims[i]._c",
         "env.unwrapped.sim._d",
+        "getattr(sim, '_g')",
+        "simulator._h",
+        "batch._i",
     ]
+
+
+def _modules_outside_envs() -> list[Path]:
+    """The package's modules but ``edgesched/envs``, and the checkout's scripts if present."""
+    paths = [p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] != "envs"]
+    if (CHECKOUT / "edgesched").resolve() == PACKAGE:  # an editable install: its checkout
+        for folder in ("benchmarks", "scripts"):
+            paths += (CHECKOUT / folder).rglob("*.py")
+        paths += [p for p in (CHECKOUT / "train.py", CHECKOUT / "evaluate.py") if p.is_file()]
+    return sorted(paths)
 
 
 def test_no_module_outside_envs_reads_a_private_attribute_of_the_simulator() -> None:
     offenders = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in _modules_outside_envs():
         rel = path.relative_to(PACKAGE.parent)
-        if rel.parts[:2] == ("edgesched", "envs"):
-            continue
         for line, text in private_sim_reads(path.read_text()):
             offenders.append(f"{rel}:{line}: {text}")
     assert not offenders, "read the simulator through ClusterView:\n" + "\n".join(offenders)
