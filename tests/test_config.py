@@ -8,6 +8,7 @@ subprocess: non-zero exit, a message naming the key, and nothing under ``output_
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -317,6 +318,29 @@ def test_help_shows_the_chosen_algorithms_own_hyperparameters():
     dqn = _help("algo=dqn_central", "experiment=smoke")
     assert _algo_section(dqn) == set(algo_params("dqn_central"))
     assert "total_env_steps: 64" in dqn
+
+
+def _flags(text: str) -> str:
+    """The comment lines under ``algo:`` that state the registry flags, joined."""
+    lines = text.split("\nalgo:  #", 1)[1].splitlines()[1:]
+    return " ".join(
+        x.strip()[2:] for x in itertools.takewhile(lambda x: x.startswith("  #"), lines)
+    )
+
+
+@pytest.mark.parametrize("algo", ["mappo", "srole", "tapfinger", "dqn_central"])
+def test_help_states_the_algorithms_capabilities_from_its_registry_entry(algo):
+    from edgesched.algos import get_algorithm
+    from edgesched.shields import list_shields
+
+    entry = get_algorithm(algo)
+    flags = _flags(_help(f"algo={algo}"))
+    assert flags == entry.capabilities(list_shields())
+    assert f"shield={', '.join(entry.shields(list_shields()))} " in flags
+    assert ("needs a shield" in flags) == entry.needs_shield
+    assert ("takes no shield" in flags) == (not entry.accepts_shield)
+    assert ("reads the graph view" in flags) == entry.needs_graph_view
+    assert ("evaluates itself" in flags) == entry.own_view
 
 
 @pytest.mark.parametrize(

@@ -351,6 +351,27 @@ class AlgorithmEntry:
         """The shields of ``registered`` it runs with (the test matrix)."""
         return [s for s in registered if self.shield_error(s, registered) is None]
 
+    def capabilities(self, registered: list[str]) -> str:
+        """Its flags in words, for listings and ``--help`` (``registered``: the shields)."""
+        shields = ", ".join(self.shields(registered))
+        need = "needs a shield" if self.needs_shield else "shield optional"
+        if not self.accepts_shield:
+            need = "takes no shield"
+        parts = [f"shield={shields} ({need}{'; ' + self.shield_note if self.shield_note else ''})"]
+        if self.needs_graph_view:
+            parts.append("reads the graph view")
+        parts.append(
+            "evaluates itself (own view)" if self.own_view else "acts on the multi-agent view"
+        )
+        if self.central_head:
+            parts.append("one cluster-head decision per env step")
+        parts.append("on-policy" if self.on_policy else "off-policy (replay buffer)")
+        if self.eval_sampled:
+            parts.append("evaluated with its sampled policy")
+        if self.uses_budget:
+            parts.append("schedules by the training budget")
+        return "; ".join(parts)
+
 
 __all__ = [
     "AlgorithmConfig",

@@ -316,6 +316,18 @@ def _lines(node: dict[str, Any], docs: dict[str, str], indent: str, width: int =
     return out
 
 
+def _capability_lines(algo: str, width: int = 100) -> list[str]:
+    """The algorithm's registry flags in words, as comment lines (see AlgorithmEntry)."""
+    from edgesched.algos import get_algorithm
+    from edgesched.shields import list_shields
+
+    try:
+        text = get_algorithm(algo).capabilities(list_shields())
+    except KeyError:  # an unknown name: the config's validation reports it
+        return []
+    return textwrap.wrap(text, width=width - 4, initial_indent="  # ", subsequent_indent="  # ")
+
+
 def help_config(root: DictConfig) -> str:
     """The composed configuration as ``--help`` shows it.
 
@@ -338,6 +350,8 @@ def help_config(root: DictConfig) -> str:
             node = {k: node[k] for k in keep if k in node}
             title += f"  # the hyperparameters of algo={node.get('name')}"
         out.append(title)
+        if group == "algo":
+            out += _capability_lines(str(node.get("name")))
         docs = field_docs(algo_schema(str(node.get("name"))) if group == "algo" else schema)
         if group == "env":
             trace = node.pop("trace", None)
