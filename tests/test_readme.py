@@ -132,3 +132,29 @@ def test_readme_links_resolve_inside_a_clone():
         if ROOT.resolve() not in (path, *path.parents) or not path.exists():
             dead.append(target)
     assert not dead, f"README links that a plain clone cannot follow: {dead}"
+
+
+def _scenario_rows() -> dict[str, list[str]]:
+    """The README's ``## Scenarios`` table: scenario name -> its cells."""
+    section = README.read_text().split("\n## Scenarios\n", 1)[1].strip().split("\n\n", 1)[0]
+    rows = {}
+    for line in section.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0].strip("`")] = cells
+    return rows
+
+
+def test_the_scenarios_table_matches_the_registry():
+    """One row per registered scenario, its facts those of the latest version."""
+    from edgesched import list_scenarios
+    from edgesched.envs.scenarios import get_scenario
+
+    rows = _scenario_rows()
+    assert sorted(rows) == list_scenarios()
+    for name, (_, gym_id, nodes, k, collisions, pending, clock, _what) in rows.items():
+        s = get_scenario(name)
+        cfg = s.config()
+        assert gym_id == f"`{s.gym_id}`", name
+        assert (int(nodes), int(k)) == (cfg.num_nodes, cfg.neighbors_k), name
+        assert (collisions, int(pending)) == (cfg.collision_mode, cfg.pending_slots), name
+        assert clock == cfg.advance.replace("_", " "), name
