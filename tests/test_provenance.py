@@ -47,6 +47,23 @@ def test_a_key_missing_from_an_old_config_is_what_that_run_trained_with():
     assert algo_changes(old_srole) == [("shield_training", "`'postposed'`", "`'preemptive'`")]
 
 
+def test_a_key_the_stored_settings_make_inert_is_no_change():
+    from edgesched.algos import config_from_dict
+
+    # srole stored before penalize existed (or with the v0 rule): collided agents paid
+    before = {k: v for k, v in _default("srole").items() if k != "penalize"}
+    assert config_from_dict(before).penalize == "collided"
+    # preemptive behind the central shield, nobody is ever charged: not a departure
+    assert algo_changes(before, "central") == []
+    # behind the regional shield, a boundary placement can collide: the rule matters
+    assert algo_changes(before, "regional") == [("penalize", "`'collided'`", "`'changed'`")]
+    postposed = {**before, "shield_training": "postposed"}
+    assert algo_changes(postposed, "central") == [
+        ("penalize", "`'collided'`", "`'changed'`"),
+        ("shield_training", "`'postposed'`", "`'preemptive'`"),
+    ]
+
+
 def test_shield_options_and_budget():
     assert shield_changes("none", {}) == []
     assert shield_changes("central", {}) == []

@@ -211,6 +211,14 @@ class AlgorithmConfig:
     name: str = MISSING
     variant: str = ""
 
+    def inert_keys(self, shield: str) -> frozenset[str]:
+        """Hyperparameters that cannot change training under these settings and ``shield``.
+
+        Provenance does not report a stored value of one of them that differs from today's
+        default (:func:`edgesched.leaderboard.provenance.algo_changes`). None by default.
+        """
+        return frozenset()
+
 
 @dataclass
 class PPOConfig(AlgorithmConfig):

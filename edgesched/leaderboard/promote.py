@@ -153,7 +153,7 @@ def _departures(recs: list[Record], previous: list[Record], root: Path) -> list[
     if recs[0].data["algo"] in list_algorithms():
         for rec in recs:
             stored = _stored(rec, root)
-            changes = algo_changes(stored["algo"])
+            changes = algo_changes(stored["algo"], rec.data["shield"])
             changes += shield_changes(rec.data["shield"], dict(stored.get("shield_kwargs") or {}))
             out += [f"{k} {was} (today {now})" for k, was, now in changes]
         return sorted(set(out))

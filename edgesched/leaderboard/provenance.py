@@ -70,20 +70,26 @@ def _stored_policy(rec: Record, root: Path) -> dict[str, Any] | str:
     return stored
 
 
-def algo_changes(stored_algo: dict[str, Any]) -> list[tuple[str, str, str]]:
+def algo_changes(stored_algo: dict[str, Any], shield: str = "none") -> list[tuple[str, str, str]]:
     """``(key, stored, default)`` for every hyperparameter that differs from today's default.
+
+    A key the stored settings make inert (``AlgorithmConfig.inert_keys``: it cannot change
+    training with them and ``shield``) is not a difference.
 
     Args:
         stored_algo: a stored ``algo`` node (with its ``name``), as in ``policy.pt``.
+        shield: the shield it was trained with.
     """
     from edgesched.algos import algo_config, config_from_dict
 
-    trained = dataclasses.asdict(config_from_dict(stored_algo))
+    stored = config_from_dict(stored_algo)
+    trained = dataclasses.asdict(stored)
     today = dataclasses.asdict(algo_config(str(stored_algo["name"])))
+    skip = set(_IGNORED_KEYS) | stored.inert_keys(shield)
     return [
         (key, _text(trained[key]), _text(today[key]))
         for key in sorted(today)
-        if key not in _IGNORED_KEYS and trained.get(key) != today[key]
+        if key not in skip and trained.get(key) != today[key]
     ]
 
 
@@ -132,7 +138,7 @@ def departures(records: list[Record], root: str | Path = ".") -> list[Departure]
         if isinstance(stored, str):
             found.append(Departure(rec, (), stored))
             continue
-        changes = algo_changes(stored["algo"])
+        changes = algo_changes(stored["algo"], rec.data["shield"])
         changes += shield_changes(rec.data["shield"], dict(stored.get("shield_kwargs") or {}))
         changes += budget_change(rec)
         if changes:
