@@ -110,7 +110,8 @@ def test_a_set_budget_lists_the_entries_at_it_and_those_to_retrain(tmp_path, mon
     row = _tier(tmp_path, json.loads(json.dumps(rows)), "half")
     assert row.endswith(
         "| 128 (set: `edgesched/experiment/budgets.py`); trained at it: mappo; still to "
-        "retrain at it: ippo; still improving there: mappo |"
+        "retrain at it: ippo; still improving there: mappo; mappo: no longer run yet, longer "
+        "curves needed |"
     )
     # every entry at it and flat there
     _trained(rows, "ippo", 128, 4)
@@ -146,6 +147,12 @@ def test_a_set_budget_reports_the_longer_study_of_entries_still_improving_there(
         "improving there: the budget to raise the board to |"
     )
     row = tier("still", longer("mappo", 0.5, flat=False))
-    assert row.endswith(set_cell + "mappo gains from a longer budget still: longer curves needed |")
-    # without a longer run the cell says only that they are still improving
-    assert tier("none", []).endswith("still improving there: ippo, mappo |")
+    assert row.endswith(
+        set_cell + "ippo: no longer run yet, longer curves needed; mappo gains from a longer "
+        "budget still: longer curves needed |"
+    )
+    # without a longer run the cell says so for each entry still improving
+    assert tier("none", []).endswith(
+        "still improving there: ippo, mappo; ippo: no longer run yet, longer curves needed; "
+        "mappo: no longer run yet, longer curves needed |"
+    )

@@ -4,9 +4,10 @@ The default is ``experiment.total_env_steps`` (the README's first command). A bo
 learned entries still improve at the end of the default, and gain from a longer budget with
 a paired 95% CI excluding zero, where a still longer run gains nothing more or the curve is
 flat at its end (the budget tiers of ``coverage.md``,
-:func:`edgesched.leaderboard.curves.settling_budget`), gets that longer budget here. Its
-sweep config, ``conf/benchmark/<board>.yaml``, sets the same ``experiment.total_env_steps``
-(``tests/test_budgets.py`` keeps the two equal), and :mod:`edgesched.leaderboard.provenance`
+:func:`edgesched.leaderboard.curves.settling_budget`), gets that longer budget here. Every
+sweep config (``conf/benchmark/*.yaml``, also for the boards swept with ``env=``) reads it
+through the ``edgesched_benchmark_budget`` resolver (``tests/test_budgets.py`` checks each
+sweep against this table), and :mod:`edgesched.leaderboard.provenance`
 lists every entry of the board trained at another budget. It lives with the experiment
 configuration, which reads it, below the leaderboard package, which imports from it.
 """

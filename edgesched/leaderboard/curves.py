@@ -354,8 +354,8 @@ def render_budget_tiers(
         "no longer improving at its end; if that curve is still improving, or no longer run "
         "exists, the benchmark budget is not determined. A board with an entry without a "
         "curve stays undetermined too: that entry may be the one still improving. A budget "
-        "so determined is set in `edgesched/experiment/budgets.py` and in the board's sweep "
-        "(`conf/benchmark/<board>.yaml`), and the board's entries are retrained at it. The "
+        "so determined is set in `edgesched/experiment/budgets.py`, which the board's sweep "
+        "reads, and the board's entries are retrained at it. The "
         "same rule applies past a set budget: an entry trained at it and still improving "
         "there is trained longer still, and the board's row says what that run found. A "
         "longer run is a new run, not the shorter one continued: every schedule stretches "
@@ -498,6 +498,8 @@ def _set_budget(
             parts.append(f"{who} gains from a longer budget still: longer curves needed")
         elif who in nothing:
             parts.append(f"{who}: a longer budget gains nothing")
+        else:
+            parts.append(f"{who}: no longer run yet, longer curves needed")
     return "; ".join(parts)
 
 
