@@ -30,6 +30,15 @@ then ``python benchmarks/srole_shield_training.py --runs outputs/srolestudy --ou
 benchmarks/results``. Each trained policy (``policy.pt``) is evaluated on the runs' held-out
 seeds behind its shield and without one; the table gives the mean over training seeds of
 the mean JCT, the proposed and executed collisions per episode, with the per-seed values.
+
+``--records FILE ...`` does the same for the leaderboards' records instead (one row per
+file, its label the file's name), e.g. the boards' ``srole`` entries, whose pages show them
+behind their shield only::
+
+    python benchmarks/srole_shield_training.py --records \
+        leaderboards/results/edge50_srole.jsonl leaderboards/results/edge50-highload_srole.jsonl \
+        leaderboards/results/edge100_srole.jsonl --name srole_shield_off_boards \
+        --out benchmarks/results
 """
 
 from __future__ import annotations
@@ -54,10 +63,30 @@ def runs_of(root: Path) -> dict[str, list[Path]]:
     return out
 
 
+def records_of(files: list[Path]) -> dict[str, list[tuple[dict, Path]]]:
+    """File name -> its records with their policy files (paths relative to the checkout)."""
+    root = Path(__file__).resolve().parents[1]
+    out: dict[str, list[tuple[dict, Path]]] = {}
+    for f in files:
+        rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        out[f.stem] = [(r, root / r["policy"]) for r in rows]
+    return out
+
+
 def evaluate(run: Path) -> dict[str, dict[str, float]]:
     """The run's policy behind its shield and without one, on the run's held-out seeds."""
-    record = json.loads((run / "eval.json").read_text())
-    policy, _, overrides = load_policy(str(run / "policy.pt"), record["scenario"])
+    return evaluate_policy(json.loads((run / "eval.json").read_text()), run / "policy.pt")
+
+
+def evaluate_policy(record: dict, policy_file: Path) -> dict[str, dict[str, float]]:
+    """A policy behind its shield and without one, on its record's held-out seeds.
+
+    Args:
+        record: the run's ``eval.json`` or a leaderboard record (scenario, seeds, episodes,
+            training seed).
+        policy_file: its ``policy.pt``.
+    """
+    policy, _, overrides = load_policy(str(policy_file), record["scenario"])
     seeds, eps = record["eval_seeds"], record["episodes_per_seed"]
     out = {}
     for label, shield in (("on", policy.shield), ("off", "none")):
@@ -82,19 +111,33 @@ def main() -> None:
     """Evaluate every variant's runs; print (and optionally write) the table."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", default="outputs/srolestudy", help="folder of the variants' runs")
-    p.add_argument("--out", default="", help="directory for srole_shield_training.md")
+    p.add_argument(
+        "--records", nargs="+", type=Path, default=[], help="leaderboard records instead of runs"
+    )
+    p.add_argument("--out", default="", help="directory for the results file")
+    p.add_argument("--name", default="srole_shield_training", help="results file's name")
     args = p.parse_args()
     t0 = time.perf_counter()
-    found = runs_of(Path(args.runs))
-    rep = Report("srole_shield_training", args.out)
     rows = []
-    for variant, dirs in sorted(found.items()):
-        res = [evaluate(d) for d in dirs]
-        rows.append((variant, res))
-    scen = json.loads((next(iter(found.values()))[0] / "eval.json").read_text())["scenario"]
+    if args.records:
+        found = records_of(args.records)
+        for label, recs in sorted(found.items()):
+            rows.append((label, [evaluate_policy(r, f) for r, f in recs]))
+        scen = ", ".join(sorted({f"`{r['scenario']}`" for recs in found.values() for r, _ in recs}))
+        what = "the leaderboard records named in column *variant*, at their training budgets"
+    else:
+        runs = runs_of(Path(args.runs))
+        if not runs:
+            p.error(f"--runs {args.runs}: no finished runs (*/runs/*/*/seed*/*/eval.json)")
+        for variant, dirs in sorted(runs.items()):
+            rows.append((variant, [evaluate(d) for d in dirs]))
+        first = next(iter(runs.values()))[0] / "eval.json"
+        scen = f"`{json.loads(first.read_text())['scenario']}`"
+        what = "`srole` at the default budget, each variant"
+    rep = Report(args.name, args.out)
     rep.print(
-        f"Machine: {cpu_name()}. Scenario `{scen}`, `srole` at the default budget, each "
-        "variant evaluated behind the shield it trained with (column *shield*) and without one; "
+        f"Machine: {cpu_name()}. Scenario {scen}, {what} evaluated behind the shield it "
+        "trained with (column *shield*) and without one; "
         f"{time.perf_counter() - t0:.0f} s to evaluate. Mean over training seeds (per-seed "
         "values in brackets) of each run's mean over its held-out seeds."
     )
