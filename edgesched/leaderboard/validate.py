@@ -117,23 +117,15 @@ def _compare(rec: Record, result: dict[str, Any], rtol: float) -> list[str]:
 def rerun_heuristic(rec: Record) -> dict[str, Any]:
     """Evaluate the record's heuristic exactly as ``evaluate_baseline`` did."""
     from edgesched.baselines import make_baseline
-    from edgesched.envs.core import EdgeClusterSim
-    from edgesched.envs.scenarios import get_scenario
+    from edgesched.envs.handle import resolve_scenario
     from edgesched.experiment.evaluation import evaluate_scheduler
-    from edgesched.policy import EnvSpec
 
     d = rec.data
     # the record's own version, also after its scenario moved on (archived boards)
-    scenario = get_scenario(d["scenario"])
-    sim = EdgeClusterSim(scenario.config(**d["env_overrides"]), scenario_id=scenario.id)
-    policy = make_baseline(d["algo"], EnvSpec.of(sim), seed=0)
+    scenario = resolve_scenario(d["scenario"], **d["env_overrides"])
+    policy = make_baseline(d["algo"], scenario.spec, seed=0)
     return evaluate_scheduler(
-        policy,
-        d["scenario"],
-        d["env_overrides"],
-        d["eval_seeds"],
-        d["episodes_per_seed"],
-        shield=d["shield"],
+        policy, scenario, None, d["eval_seeds"], d["episodes_per_seed"], shield=d["shield"]
     )
 
 
