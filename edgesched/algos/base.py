@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import numpy as np
 
+    from edgesched.envs.handle import ScenarioHandle
     from edgesched.policy import EnvSpec
 
 MISSING = "???"
@@ -135,13 +136,20 @@ class OwnViewTrainer(Trainer, Protocol):
     """
 
     def evaluate(
-        self, env_name: str, env_overrides: dict[str, Any], eval_seeds: list[int], episodes: int
+        self,
+        env_name: str | ScenarioHandle,
+        env_overrides: dict[str, Any],
+        eval_seeds: list[int],
+        episodes: int,
     ) -> dict[str, Any]:
         """Held-out evaluation on a strict simulator (invalid actions raise).
 
         Args:
-            env_name: the scenario's registry name.
-            env_overrides: its parameters, strict-evaluation keys included.
+            env_name: the run's :class:`~edgesched.envs.handle.ScenarioHandle`, or a
+                scenario name or versioned id.
+            env_overrides: with a handle, the evaluation's settings on top of its overrides
+                (the strict-evaluation keys); with a name, its parameters, strict-evaluation
+                keys included (:func:`edgesched.envs.handle.evaluation_config`).
             eval_seeds: held-out seeds.
             episodes: episodes per seed.
 

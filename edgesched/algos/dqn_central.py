@@ -65,6 +65,7 @@ import torch
 from stable_baselines3.common.buffers import ReplayBuffer
 
 from edgesched.envs.central import EdgeSchedCentralEnv
+from edgesched.envs.handle import ScenarioHandle, evaluation_config
 from edgesched.envs.scenarios import get_scenario
 from edgesched.policy import EnvSpec
 from edgesched.protocol import eval_workload_seed, train_episode_seed
@@ -506,9 +507,20 @@ class DQNCentralTrainer:
         return x[0].numpy()
 
     def evaluate(
-        self, env_name: str, env_overrides: dict[str, Any], eval_seeds: list[int], episodes: int
+        self,
+        env_name: str | ScenarioHandle,
+        env_overrides: dict[str, Any],
+        eval_seeds: list[int],
+        episodes: int,
     ) -> dict[str, Any]:
         """Held-out evaluation on the same workloads as the multi-agent schedulers.
+
+        Args:
+            env_name: the run's scenario handle, or a scenario name or versioned id.
+            env_overrides: evaluation settings on top of a handle's overrides, or a name's
+                overrides (:func:`~edgesched.envs.handle.evaluation_config`).
+            eval_seeds: held-out seeds.
+            episodes: episodes per seed.
 
         Returns:
             ``per_episode`` rows and ``summary`` means, with the episode metrics and
@@ -517,7 +529,8 @@ class DQNCentralTrainer:
         from edgesched.protocol import SCALAR_METRICS
 
         # strict: the greedy choice is masked, so an infeasible one is a bug to surface
-        env = EdgeSchedCentralEnv(env_name, **{**env_overrides, "invalid_action": "raise"})
+        _, cfg = evaluation_config(env_name, {**env_overrides, "invalid_action": "raise"})
+        env = EdgeSchedCentralEnv(cfg)
         rows = []
         for s in eval_seeds:
             for k in range(episodes):

@@ -126,4 +126,26 @@ def resolve_scenario(name: str | ScenarioHandle, **overrides: Any) -> ScenarioHa
     return ScenarioHandle(get_scenario(name), overrides)
 
 
-__all__ = ["ScenarioHandle", "resolve_scenario"]
+def evaluation_config(
+    scenario: str | ScenarioHandle, settings: Mapping[str, Any] | None = None
+) -> tuple[str, SimConfig]:
+    """The versioned id and the configuration an evaluation environment is built with.
+
+    Args:
+        scenario: the run's handle, whose overrides stay its identity and ``settings`` go on
+            top (the strict evaluation's ``invalid_action``); or a name or versioned id,
+            resolved here with ``settings`` as its overrides.
+        settings: simulator parameters for this evaluation.
+
+    Raises:
+        KeyError: unknown scenario.
+        ConfigError: an unknown or out-of-range parameter, named.
+    """
+    settings = dict(settings or {})
+    if isinstance(scenario, ScenarioHandle):
+        return scenario.id, scenario.config_with(**settings)
+    handle = resolve_scenario(scenario, **settings)
+    return handle.id, handle.config
+
+
+__all__ = ["ScenarioHandle", "evaluation_config", "resolve_scenario"]

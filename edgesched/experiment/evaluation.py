@@ -367,9 +367,8 @@ def evaluate_trainer(
     multi-agent view behind the run's shield (:class:`LearnedScheduler`).
     """
     if get_algorithm(name).own_view:
-        overrides = strict_overrides(dict(scenario.overrides))
-        # the versioned id: a run of an earlier version evaluates on that version
-        return trainer.evaluate(scenario.id, overrides, eval_seeds, episodes)
+        # the handle keeps the run's version and overrides; the strict keys go on top
+        return trainer.evaluate(scenario, dict(STRICT_OVERRIDES), eval_seeds, episodes)
     policy = LearnedScheduler(scenario.spec, trainer, name, shield, shield_kwargs)
     return evaluate_scheduler(
         policy, scenario, None, eval_seeds, episodes, shield=shield, shield_kwargs=shield_kwargs

@@ -133,11 +133,12 @@ def rerun_learned(rec: Record, root: Path) -> dict[str, Any]:
     """Reload the record's ``policy`` file and evaluate it as its run did, on its seeds."""
     import torch
 
+    from edgesched.envs.handle import resolve_scenario
     from edgesched.experiment.evaluation import (
+        STRICT_OVERRIDES,
         LearnedScheduler,
         evaluate_scheduler,
         load_policy,
-        strict_overrides,
     )
 
     torch.set_num_threads(1)  # as in training's final evaluation (experiment.threads)
@@ -150,11 +151,9 @@ def rerun_learned(rec: Record, root: Path) -> dict[str, Any]:
         # load_policy returns the trainer itself for learners that evaluate themselves
         # (registry flag own_view, e.g. dqn_central); their view builds its own
         # environment: strict like every evaluation environment
+        scenario = resolve_scenario(d["scenario"], **d["env_overrides"])
         return policy.evaluate(
-            d["scenario"],
-            strict_overrides(d["env_overrides"]),
-            d["eval_seeds"],
-            d["episodes_per_seed"],
+            scenario, dict(STRICT_OVERRIDES), d["eval_seeds"], d["episodes_per_seed"]
         )
     return evaluate_scheduler(
         policy,

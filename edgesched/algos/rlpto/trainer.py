@@ -70,6 +70,7 @@ import torch
 from torch import nn
 
 from edgesched.envs.core import EdgeClusterSim
+from edgesched.envs.handle import ScenarioHandle, evaluation_config
 from edgesched.policy import EnvSpec
 
 from ..common import (
@@ -695,10 +696,13 @@ class RLPTOTrainer:
 
     # ------------------------------------------------------------------ evaluation
     def _evaluate_rows(
-        self, env_name: str, env_overrides: dict[str, Any], eval_seeds: list[int], episodes: int
+        self,
+        env_name: str | ScenarioHandle,
+        env_overrides: dict[str, Any],
+        eval_seeds: list[int],
+        episodes: int,
     ) -> list[dict[str, Any]]:
         """:meth:`evaluate`'s per-episode rows (the forecaster refitted on the final history)."""
-        from edgesched.envs.scenarios import get_scenario
         from edgesched.protocol import (
             EXTRA_METRICS,
             SCALAR_METRICS,
@@ -707,8 +711,8 @@ class RLPTOTrainer:
         )
 
         self._refit(current=True)
-        scenario = get_scenario(env_name)
-        sim = EdgeClusterSim(scenario.config(**env_overrides), scenario_id=scenario.id)
+        scenario_id, cfg = evaluation_config(env_name, env_overrides)
+        sim = EdgeClusterSim(cfg, scenario_id=scenario_id)
         view = sim.view()
         # per-simulator caches are keyed by id(): drop any entry of a dead object at this id
         self._fc_memo.pop(id(sim), None)
@@ -766,9 +770,17 @@ class RLPTOTrainer:
         return rows
 
     def evaluate(
-        self, env_name: str, env_overrides: dict[str, Any], eval_seeds: list[int], episodes: int
+        self,
+        env_name: str | ScenarioHandle,
+        env_overrides: dict[str, Any],
+        eval_seeds: list[int],
+        episodes: int,
     ) -> dict[str, Any]:
         """Held-out evaluation with the greedy controller (same workloads as every scheduler).
+
+        ``env_name`` is the run's scenario handle (``env_overrides``: settings on top of its
+        overrides) or a name or versioned id (``env_overrides``: its overrides); see
+        :func:`~edgesched.envs.handle.evaluation_config`.
 
         Returns:
             ``per_episode`` rows and ``summary`` means: the episode metrics plus
