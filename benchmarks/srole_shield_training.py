@@ -3,8 +3,9 @@ r"""SROLE trained with its shield three ways, evaluated with the shield on and o
 The variants (``algo.shield_training`` / ``algo.penalize``, see ``SROLEConfig``):
 
 * ``col``: post-posed, every agent whose proposal collided pays ``collision_penalty`` (the
-  v0 leaderboard form);
-* ``chg``: post-posed, only agents whose action the shield changed pay;
+  v0 leaderboard form; ``algo.shield_training=postposed algo.penalize=collided``);
+* ``chg``: post-posed, only agents whose action the shield changed pay
+  (``algo.shield_training=postposed algo.penalize=changed``, the post-posed default now);
 * ``pre``: preemptive, agents commit in a random order with masks that exclude what the
   earlier commitments took, so the central shield has nothing left to correct;
 * ``chgw025``, ``chgw4``: ``chg`` with ``collision_penalty`` 0.25 and 4 instead of 1 (the

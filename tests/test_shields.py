@@ -311,9 +311,15 @@ def test_srole_learner_pays_the_penalty_for_proposed_collisions():
     logs = {}
     for pen in (0.0, 5.0):
         torch.manual_seed(0)
-        # the post-posed form (the preemptive default leaves no proposal colliding)
+        # the post-posed form (the preemptive default leaves no proposal colliding), with
+        # the rule that charges every collided agent (test_srole_shielding: only changed)
         algo = OmegaConf.structured(
-            AlgoConfig(name="srole", collision_penalty=pen, shield_training="postposed")
+            AlgoConfig(
+                name="srole",
+                collision_penalty=pen,
+                shield_training="postposed",
+                penalize="collided",
+            )
         )
         vec = VecSim(cfg, 2, seed=3, scenario_id=sc.id)
         trainer = make_trainer("srole", algo, EnvSpec.of(vec.sim), 3, "central")
