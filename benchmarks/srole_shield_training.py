@@ -53,6 +53,7 @@ import numpy as np
 from _report import Report, cpu_name
 
 from edgesched.experiment.evaluation import evaluate_scheduler, load_policy
+from edgesched.leaderboard.records import load_results
 
 
 def runs_of(root: Path) -> dict[str, list[Path]]:
@@ -67,11 +68,9 @@ def runs_of(root: Path) -> dict[str, list[Path]]:
 def records_of(files: list[Path]) -> dict[str, list[tuple[dict, Path]]]:
     """File name -> its records with their policy files (paths relative to the checkout)."""
     root = Path(__file__).resolve().parents[1]
-    out: dict[str, list[tuple[dict, Path]]] = {}
-    for f in files:
-        rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-        out[f.stem] = [(r, root / r["policy"]) for r in rows]
-    return out
+    return {
+        Path(f).stem: [(r.data, root / r.data["policy"]) for r in load_results([f])] for f in files
+    }
 
 
 def evaluate(run: Path) -> dict[str, dict[str, float]]:
