@@ -3,7 +3,8 @@
 On the edge scenarios most agents can only defer in a round (about 95% of edge50's agent
 decisions). Such a decision has log-probability exactly 0, entropy 0 and no gradient, so
 ``PPOTrainer`` runs its actor only on the other rows (rollouts and PPO updates), and the
-preemptive shield's one-agent-at-a-time loop visits only agents with a feasible placement.
+preemptive shield's one-agent-at-a-time commit visits only agents with a feasible placement
+(the s-th such agent of every copy at once).
 These tests hold each shortcut to the full computation it replaces: bit for bit where the
 arithmetic is the same (the preemptive loop), to float rounding where the matrix products
 run on fewer rows (the actor). The centralized critic's state block, computed once per copy
@@ -21,17 +22,18 @@ from edgesched.algos.common import VecSim, masked_logits, probs_of
 from edgesched.envs.handle import resolve_scenario
 
 
-def _trainer_and_vec(algo="mappo", shield="none", scenario="edge50-highload", rounds=6):
+def _trainer_and_vec(algo="mappo", shield="none", scenario="edge50-highload", rounds=6, copies=2):
     h = resolve_scenario(scenario, max_slots=60)
     tr = make_trainer(algo, algo_config(algo), h.spec, 0, shield, {})
-    vec = VecSim(h.config, 2, 0, h.id)
+    vec = VecSim(h.config, copies, 0, h.id)
     for _ in range(rounds):  # a few rounds in: queues are long, some agents can place
         tr.collect(vec, 1)
     return tr, vec
 
 
 def _reference_preemptive(tr, obs, mask, vec, gen):
-    """The preemptive loop as it was written before the shortcut: every agent visited."""
+    """The preemptive loop as it was written before the shortcut and the batching: every
+    agent visited, one copy after another."""
     e, n, a_dim = mask.shape
     with torch.no_grad():
         o = torch.from_numpy(obs.reshape(-1, obs.shape[-1]))
@@ -70,9 +72,12 @@ def _reference_preemptive(tr, obs, mask, vec, gen):
     return actions, logp.astype(np.float32), probs, eff
 
 
+@pytest.mark.parametrize("copies", [2, 5])
 @pytest.mark.parametrize("shield", ["central", "regional"])
-def test_preemptive_loop_skips_forced_agents_bit_for_bit(shield):
-    tr, vec = _trainer_and_vec("srole", shield)
+def test_preemptive_loop_skips_forced_agents_bit_for_bit(shield, copies):
+    """The batched commit (step s commits every copy's s-th active agent) is the per-copy
+    loop over every agent, bit for bit."""
+    tr, vec = _trainer_and_vec("srole", shield, copies=copies)
     forced = ~vec.mask[..., 1:].any(-1)
     assert forced.any() and (~forced).any()  # both kinds of agent are in this round
     gen = torch.Generator()

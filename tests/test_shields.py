@@ -364,3 +364,70 @@ def test_shielded_heuristic_record_reproduces_under_validate(tmp_path):
     assert records[0].data["shield"] == "central"
     report = validate_records(records, tmp_path)
     assert not report.mismatches and not report.skipped
+
+
+SHIELD_VARIANTS = [
+    ("central", {}),
+    ("regional", {"rounds": 1}),
+    ("regional", {"rounds": 2}),
+    ("regional", {"rounds": 1, "boundary": "conservative"}),
+]
+
+
+@pytest.mark.parametrize("name", ["edge10", "edge50"])
+@pytest.mark.parametrize(("shield", "kwargs"), SHIELD_VARIANTS)
+def test_batched_shield_equals_a_lone_shield_per_copy(name, shield, kwargs):
+    """Lockstep: one shield over B copies decides, copy by copy, what a shield bound to
+    that copy alone decides (actions and every count; timed or not), as the copies run."""
+    copies = 4
+    sc = get_scenario(name)
+    sim = EdgeClusterSim(sc.config(max_slots=60, max_steps=400), copies=copies)
+    sim.reset(seeds=[11, 12, 13, 14])
+    batch = make_shield(shield, sim.batch_view(), **kwargs)
+    lone = [make_shield(shield, sim.view(b), **kwargs) for b in range(copies)]
+    assert batch.num_copies == copies and lone[0].num_copies == 1
+    rng = np.random.default_rng(5)
+    seen = dict.fromkeys(("interventions", "rounds", "residual_collisions", "invalid"), 0)
+    for step in range(40):
+        mask = sim.mask_batched
+        score = rng.random(mask.shape) + mask
+        score[..., 0] = 0.5 + 0.1 * rng.random(mask.shape[:2])
+        a = score.argmax(-1)
+        a[0, 0] = sim.num_actions - 1 if not mask[0, 0, -1] else a[0, 0]  # an invalid one
+        prefs = None
+        if step % 2:
+            prefs = np.where(mask, rng.random(mask.shape), -np.inf)
+            prefs[..., 0] = 0.3 * rng.random(mask.shape[:2])
+        untimed = batch.shield_batch(a, prefs, timed=False)
+        timed = batch.shield_batch(a, prefs, timed=True)
+        for b in range(copies):
+            want = lone[b].shield(a[b], None if prefs is None else prefs[b])
+            for got in (untimed.of(b), timed.of(b)):
+                np.testing.assert_array_equal(got.actions, want.actions)
+                np.testing.assert_array_equal(got.collision_agents, want.collision_agents)
+                for k in untimed.COUNTS:
+                    assert getattr(got, k) == getattr(want, k), (step, b, k)
+                assert got.network_ms == pytest.approx(want.network_ms)
+            for k in seen:
+                seen[k] += getattr(want, k)
+        assert untimed.compute_s == untimed.compute_total_s > 0
+        sim.step(untimed.actions)
+        done = np.flatnonzero(sim.terminated | sim.truncated)
+        if len(done):
+            sim.reset_copies(done.tolist(), [200 + step + int(d) for d in done])
+    # the rounds that matter happened: denials, invalid proposals, and (regional) messages
+    assert seen["interventions"] > 10 and seen["invalid"] > 0
+    if shield == "regional":
+        assert seen["rounds"] > 0
+
+
+def test_a_shield_over_several_copies_refuses_one_copys_actions():
+    sim = EdgeClusterSim(get_scenario("edge10").config(), copies=2)
+    sim.reset(seeds=[0, 1])
+    sh = make_shield("central", sim.batch_view())
+    with pytest.raises(TypeError, match="shield_batch"):
+        sh.shield(np.zeros(10, np.int64))
+    with pytest.raises(ValueError, match=r"\(B, N\) = \(2, 10\)"):
+        sh.shield_batch(np.zeros(10, np.int64))
+    with pytest.raises(ValueError, match=r"prefs must have shape \(B, N, A\)"):
+        sh.shield_batch(np.zeros((2, 10), np.int64), np.zeros((2, 10)))

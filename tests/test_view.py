@@ -488,3 +488,52 @@ def test_node_overload_slots_split_each_copys_overload_count() -> None:
     sim.reset_copies(np.array([0]), [3])
     assert ClusterView(sim, copy=0).node_overload_slots.sum() == 0
     assert ClusterView(sim, copy=1).node_overload_slots.sum() == totals[1]
+
+
+# ---------------------------------------------------------------------------- batch view
+@pytest.mark.parametrize("name", ["edge10", "edge50", "tapfinger-hetero6"])
+def test_batch_view_rows_are_the_copies_views(name: str) -> None:
+    """Row ``b`` of every BatchView array is what ``sim.view(b)`` shows, as the copies run."""
+    from edgesched.envs.batch_view import BatchView
+
+    b = 3
+    sim = EdgeClusterSim(make_config(name, max_slots=40), copies=b)
+    sim.reset(seeds=[5, 6, 7])
+    rng = np.random.default_rng(2)
+    bv = sim.batch_view()
+    eq = np.testing.assert_array_equal
+    for step in range(25):
+        if step % 6 == 0:
+            assert (bv.num_copies, bv.num_agents, bv.num_actions) == (
+                b,
+                sim.agents_per_copy,
+                sim.num_actions,
+            )
+            slot, _, lvl = bv.decode(np.arange(1, bv.num_actions))
+            for c in range(b):
+                view = sim.view(c)
+                eq(bv.free[c], view.free)
+                eq(bv.mask[c], view.mask)
+                eq(bv.inv_capacity[c], view.inv_capacity)
+                eq(bv.pending[c], view.pending)
+                jobs = np.maximum(view.pending[:, slot], 0)
+                eq(bv.alloc(c, jobs, lvl), view.alloc(jobs, lvl))
+                one = BatchView(sim, copy=c)  # one copy as a one-copy batch
+                eq(one.pending[0], view.pending)
+                eq(one.alloc(0, jobs, lvl), view.alloc(jobs, lvl))
+                eq(view.batch_view().free[0], view.free)
+                eq(bv.view(c).mask, view.mask)
+            eq(bv.neighbors, sim.cluster.neighbors)
+            eq(bv.regions, sim.cluster.region)
+        score = rng.random(sim.mask_batched.shape) * sim.mask_batched
+        sim.step(score.argmax(-1))
+        done = np.flatnonzero(sim.terminated | sim.truncated)
+        if len(done):
+            sim.reset_copies(done.tolist(), [100 + step + int(d) for d in done])
+    with pytest.raises(ValueError, match="copy=3"):
+        BatchView(sim, copy=3)
+    with pytest.raises(ValueError, match="b=5"):
+        bv.view(5)
+    for arr in (bv.mask, bv.inv_capacity, bv.neighbors, bv.regions):
+        with pytest.raises(ValueError):
+            arr[...] = 0

@@ -140,7 +140,7 @@ class PPOTrainer:
         self.spec = spec
         self.shield_name = shield
         self.shield_kwargs = dict(shield_kwargs or {})
-        self._shields: tuple[Any, list[Any]] | None = None
+        self._shields: tuple[Any, Any] | None = None
         torch.manual_seed(seed)
         hidden = [int(h) for h in cfg.hidden]
         norm = bool(getattr(cfg, "feature_norm", False))
@@ -278,16 +278,13 @@ class PPOTrainer:
                     a, logp, probs, mask = self._act_preemptive(obs, mask, vec)
                 else:
                     a, logp, probs = self.act(obs, mask, with_probs=True)
-                executed = np.empty_like(a)
-                hit = np.zeros(a.shape)
-                for i, sh in enumerate(shields):
-                    res = sh(a[i], probs[i])
-                    executed[i] = res.actions
-                    hit[i] = (res.actions != a[i]) if changed_only else res.collision_agents
-                    sh_log["proposed"] += res.proposed_collisions
-                    sh_log["agents"] += float(res.collision_agents.sum())
-                    sh_log["interventions"] += res.interventions
-                    sh_log["latency_s"] += res.compute_s
+                res = shields.shield_batch(a, probs)
+                executed = res.actions
+                hit = (executed != a) if changed_only else res.collision_agents
+                sh_log["proposed"] += float(res.proposed_collisions.sum())
+                sh_log["agents"] += float(res.collision_agents.sum())
+                sh_log["interventions"] += float(res.interventions.sum())
+                sh_log["latency_s"] += res.compute_s
             v = self.value(obs, state)
             out = vec.step(executed)
             r = out["rewards"]
@@ -346,63 +343,71 @@ class PPOTrainer:
         eff = mask.copy()
         actions = np.zeros((e, n), np.int64)
         probs = np.zeros((e, n, a_dim))
-        regional = self.shield_name == "regional"
-        place = np.arange(1, a_dim)
-        for c, copy in enumerate(vec.copies):
-            order = torch.randperm(n, generator=self.gen).numpy()
-            u = torch.rand(n, generator=self.gen, dtype=torch.float64).numpy()
-            # An agent with no feasible placement can only defer: its distribution is the
-            # point mass on action 0 whatever the others commit (masks only lose entries),
-            # exactly what the loop below would compute for it. Most agents are such on
-            # the edge scenarios (about 95% of decisions on edge50), and the loop's small
-            # numpy calls were about 40% of a default srole run. The draws above stay one
-            # per agent, so the generator's stream is the same.
-            forced = eff[c, :, 0] & ~eff[c, :, 1:].any(-1)
-            actions[c, forced] = 0
-            probs[c, forced, 0] = 1.0
-            active = np.flatnonzero(~forced)
-            if not len(active):
-                continue
-            view = copy.view()
-            slot, k, lvl = view.decode(place)
-            # rows of the active agents only: row[i] is agent i's row
-            row = np.full(n, -1, np.int64)
-            row[active] = np.arange(len(active))
-            jobs = np.asarray(view.pending)[active][:, slot]  # (n_active, A-1)
-            nodes = np.asarray(view.neighbors)[active][:, k]
-            alloc = view.alloc(np.maximum(jobs, 0), np.broadcast_to(lvl, jobs.shape))
-            region = np.asarray(view.regions) if regional else np.zeros(n, np.int64)
-            free = {r: view.free for r in np.unique(region).tolist()}
-            for i in order[~forced[order]].tolist():
-                r = row[i]
-                room = free[int(region[i])]
-                ok = eff[c, i, 1:] & (jobs[r] >= 0) & (nodes[r] >= 0)
-                ok &= (alloc[r] <= room[np.maximum(nodes[r], 0)] + 1e-9).all(-1)
+        # one order and one uniform draw per agent, copy after copy: the generator's stream
+        # does not depend on how the commitments below are batched
+        rank = np.empty((e, n), np.int64)
+        u = np.empty((e, n))
+        for c in range(e):
+            rank[c, torch.randperm(n, generator=self.gen).numpy()] = np.arange(n)
+            u[c] = torch.rand(n, generator=self.gen, dtype=torch.float64).numpy()
+        # An agent with no feasible placement can only defer: its distribution is the point
+        # mass on action 0 whatever the others commit (masks only lose entries). Most agents
+        # are such on the edge scenarios (about 95% of decisions on edge50).
+        forced = eff[..., 0] & ~eff[..., 1:].any(-1)
+        probs[forced, 0] = 1.0
+        cs, ag = np.nonzero(~forced)
+        if len(cs):
+            # the active agents in commit order, copy by copy; step s commits the s-th active
+            # agent of every copy that has one (copies never share a node)
+            order = np.lexsort((rank[cs, ag], cs))
+            cs, ag = cs[order], ag[order]
+            first = np.searchsorted(cs, cs)  # index of each copy's first active agent
+            step_of = np.arange(len(cs)) - first
+            view = vec.sim.batch_view()
+            slot, k, lvl = view.decode(np.arange(1, a_dim))
+            jobs = view.pending[cs, ag][:, slot]  # (M, A-1)
+            nodes = view.neighbors[ag][:, k]
+            alloc = view.alloc(cs[:, None], np.maximum(jobs, 0), lvl)
+            # each copy's (under the regional shield: each region's) room: row r * N + node
+            region = view.regions if self.shield_name == "regional" else np.zeros(n, np.int64)
+            room = np.tile(view.free[:, None], (1, int(region.max()) + 1, 1, 1)).reshape(e, -1, 3)
+            rows = region[ag][:, None] * n + np.maximum(nodes, 0)  # (M, A-1)
+            for s_ in range(int(step_of.max()) + 1):
+                at = np.flatnonzero(step_of == s_)
+                c, i = cs[at], ag[at]
+                ok = eff[c, i, 1:] & (jobs[at] >= 0) & (nodes[at] >= 0)
+                ok &= (alloc[at] <= room[c[:, None], rows[at]] + 1e-9).all(-1)
                 eff[c, i, 1:] = ok
                 z = np.where(eff[c, i], logits[c, i], -np.inf)
-                p = np.exp(z - z.max())
-                p /= p.sum()
-                choice = min(int(np.searchsorted(np.cumsum(p), u[i] * p.sum())), a_dim - 1)
-                while not eff[c, i, choice]:  # rounding at the top end
-                    choice -= 1
+                p = np.exp(z - z.max(axis=1, keepdims=True))
+                p /= p.sum(axis=1, keepdims=True)
+                cum = np.cumsum(p, axis=1)
+                x = u[c, i] * p.sum(axis=1)
+                choice = np.minimum((cum < x[:, None]).sum(axis=1), a_dim - 1)
+                while True:  # rounding at the top end can land on an infeasible action
+                    bad = ~eff[c, i, choice]
+                    if not bad.any():
+                        break
+                    choice -= bad
                 actions[c, i] = choice
                 probs[c, i] = p
-                if choice > 0:
-                    room[nodes[r, choice - 1]] -= alloc[r, choice - 1]
+                placed = np.flatnonzero(choice > 0)
+                if len(placed):
+                    col = choice[placed] - 1
+                    at_p = at[placed]
+                    room[c[placed], rows[at_p, col]] -= alloc[at_p, col]
         logp = np.log(probs[np.arange(e)[:, None], np.arange(n)[None, :], actions])
         return actions, logp.astype(np.float32), probs, eff
 
-    def _shields_for(self, vec: VecSim) -> list[Any] | None:
-        """One shield per simulator copy (rebuilt for a new or unpickled vector)."""
+    def _shields_for(self, vec: VecSim) -> Any:
+        """The shield over all of ``vec``'s copies (rebuilt for a new or unpickled vector)."""
         if self.shield_name == "none":
             return None
         if self._shields is None or self._shields[0] is not vec:
             from edgesched.shields import make_shield
 
-            self._shields = (
-                vec,
-                [make_shield(self.shield_name, s.view(), **self.shield_kwargs) for s in vec.copies],
-            )
+            shield = make_shield(self.shield_name, vec.sim.batch_view(), **self.shield_kwargs)
+            self._shields = (vec, shield)
         return self._shields[1]
 
     # ------------------------------------------------------------------ update

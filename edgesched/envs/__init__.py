@@ -1,6 +1,7 @@
 """The edgesched simulator and its API views (numpy only; no torch here)."""
 
 from . import trace_scenarios  # noqa: F401  (registers edge50-philly and edge50-trace)
+from .batch_view import BatchView
 from .catalog import hardware_tiers, model_catalog
 from .central import EdgeSchedCentralEnv
 from .config import ConfigError, SimConfig
@@ -21,6 +22,7 @@ from .vector import EdgeSchedVectorEnv, make_vector
 from .view import ClusterView
 
 __all__ = [
+    "BatchView",
     "BatchedSim",
     "ClusterView",
     "ConfigError",

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from . import sync_coded  # noqa: F401  (importing it registers the coded sync schemes)
+from .batch_view import BatchView
 from .colocation import ColocationMixin
 from .config import ConfigError, SimConfig
 from .episodes import EpisodeMixin
@@ -302,6 +303,10 @@ class EdgeClusterSim(
     def view(self, b: int | None = None) -> ClusterView:
         """The read-only :class:`~edgesched.envs.view.ClusterView` of copy ``b``."""
         return ClusterView(self, b)
+
+    def batch_view(self) -> BatchView:
+        """The read-only :class:`~edgesched.envs.batch_view.BatchView` of every copy."""
+        return BatchView(self)
 
     def workload(self, b: int = 0) -> Workload:
         """The workload of copy ``b``'s current episode (local job ids)."""

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .batch_view import BatchView, _readonly
 from .config import SimConfig
 from .metrics import QUEUED
 from .obs_layout import LINK_FEATURES, CentralObsLayout, ObsLayout
@@ -28,13 +29,6 @@ from .placement import CAPACITY_EPS, colliding_nodes
 from .topology import Cluster
 
 __all__ = ["LINK_FEATURES", "CentralObsLayout", "ClusterView", "ObsLayout"]
-
-
-def _readonly(a: np.ndarray) -> np.ndarray:
-    """A view of ``a`` that raises on writes (``a`` itself stays writeable)."""
-    v = a.view()
-    v.flags.writeable = False
-    return v
 
 
 class ClusterView:
@@ -85,6 +79,10 @@ class ClusterView:
     def _js(self) -> slice:
         j0 = self._j0()
         return slice(j0, j0 + self._sim.workload(self._b).num_jobs)
+
+    def batch_view(self) -> BatchView:
+        """This copy as a one-copy :class:`~edgesched.envs.batch_view.BatchView`."""
+        return BatchView(self._sim, self._b)
 
     def _local(self, ids: np.ndarray, offset: int) -> np.ndarray:
         """Ids of the copy shifted to local ones, -1 kept; read-only."""

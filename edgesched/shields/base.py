@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from edgesched.envs.batch_view import BatchView
 from edgesched.envs.view import CAPACITY_EPS, ClusterView, colliding_nodes
 
 EPS = CAPACITY_EPS
@@ -39,6 +40,8 @@ EPS = CAPACITY_EPS
 
 __all__ = [
     "EPS",
+    "BatchShieldResult",
+    "Frame",
     "Shield",
     "ShieldResult",
     "ShieldStats",
@@ -133,87 +136,228 @@ class ShieldStats:
         }
 
 
-class Shield(ABC):
-    """A collision shield bound to one simulator's static cluster.
+class BatchShieldResult:
+    """One shielded decision round of every copy of a batched simulator.
 
-    Args:
-        sim: the simulator (:class:`edgesched.envs.core.EdgeClusterSim`) whose decisions it
-            shields; its current load, queues and masks are read at every call, through
-            :attr:`view`.
+    The per-copy fields of :class:`ShieldResult` with a leading copy axis; :meth:`of` gives
+    copy ``b``'s :class:`ShieldResult`, identical to what a shield bound to that copy alone
+    returns (timings aside).
 
     Attributes:
-        sim: the simulator.
-        view: its read-only :class:`~edgesched.envs.view.ClusterView`.
+        actions: (B, N) executed joint actions.
+        proposed_collisions, interventions, residual_collisions, messages,
+            shield_messages, max_messages_per_shield, rounds, invalid: (B,) ints, as in
+            :class:`ShieldResult`.
+        collision_agents: (B, N) bool.
+        network_ms: (B,) modelled message latency per copy.
+        compute_s: seconds of computation on the critical path. Timed per shield (one
+            copy's default): as in :class:`ShieldResult`; untimed (several copies' default):
+            the wall time of the whole batched call, for all copies together.
+        compute_total_s: seconds of computation over all shields (untimed: ``compute_s``).
+    """
+
+    COUNTS = (
+        "proposed_collisions",
+        "interventions",
+        "residual_collisions",
+        "messages",
+        "shield_messages",
+        "max_messages_per_shield",
+        "rounds",
+        "invalid",
+    )
+
+    def __init__(
+        self,
+        actions: np.ndarray,
+        collision_agents: np.ndarray,
+        network_ms: np.ndarray,
+        compute_s: float,
+        compute_total_s: float,
+        **counts: np.ndarray,
+    ) -> None:
+        self.actions = actions
+        self.collision_agents = collision_agents
+        self.network_ms = network_ms
+        self.compute_s = compute_s
+        self.compute_total_s = compute_total_s
+        zero = np.zeros(len(actions), np.int64)
+        for k in self.COUNTS:
+            setattr(self, k, np.asarray(counts.pop(k, zero), np.int64))
+        if counts:
+            raise TypeError(f"unknown counts {sorted(counts)}; known: {list(self.COUNTS)}")
+
+    def of(self, b: int) -> ShieldResult:
+        """Copy ``b``'s round as a :class:`ShieldResult` (timings: the call's)."""
+        return ShieldResult(
+            actions=self.actions[b],
+            collision_agents=self.collision_agents[b],
+            network_ms=float(self.network_ms[b]),
+            compute_s=self.compute_s,
+            compute_total_s=self.compute_total_s,
+            **{k: int(getattr(self, k)[b]) for k in self.COUNTS},
+        )
+
+
+@dataclass
+class Frame:
+    """One round's state of the shielded copies, flattened: agent and node ``b*N + i``.
+
+    Shields run on these flat arrays, so every copy's round is one array program and a
+    lone simulator is the case ``B = 1``; copies never interact, because a flat node is
+    only ever the target of agents of its own copy.
+    """
+
+    free: np.ndarray  # (B*N, 3)
+    mask: np.ndarray  # (B*N, A)
+    pending: np.ndarray  # (B*N, P) local job ids, -1 empty
+
+
+class Shield(ABC):
+    """A collision shield bound to a simulator's static cluster, over one or many copies.
+
+    Args:
+        sim: the simulator (:class:`edgesched.envs.core.EdgeClusterSim`), a
+            :class:`~edgesched.envs.view.ClusterView` of one copy, or a
+            :class:`~edgesched.envs.batch_view.BatchView` of all copies. Its current load,
+            queues and masks are read at every call.
+
+    Attributes:
+        batch: the :class:`~edgesched.envs.batch_view.BatchView` of the shielded copies.
+        view: the :class:`~edgesched.envs.view.ClusterView` of the shielded copy when it is
+            one (``None`` for several).
+        num_copies: B, copies shielded per call.
     """
 
     name: str = "shield"
 
     def __init__(self, sim: Any) -> None:
-        # a simulator (one copy) or the ClusterView of one copy of a batched simulator
-        self.view = _as_view(sim)
-        idx = np.arange(1, self.view.num_actions)
-        self._slot, self._k, self._lvl = self.view.decode(idx)
-        self._lat = self.view.cluster.pair_lat
+        self.batch = _as_batch_view(sim)
+        b = self.batch
+        self.num_copies = nb = b.num_copies
+        self.num_agents = n = b.num_agents
+        self.num_actions = b.num_actions
+        self.view = b.view(0) if nb == 1 else None
+        idx = np.arange(1, b.num_actions)
+        self._slot, self._k, self._lvl = b.decode(idx)
+        self._lat = b.cluster.pair_lat
+        # flat (copy-major) ids: agent and node b*N + i
+        self._copy = np.repeat(np.arange(nb), n)
+        self._local = np.tile(np.arange(n), nb)
+        nbr = b.neighbors
+        off = (np.arange(nb) * n)[:, None, None]
+        self._nbr = np.where(nbr[None] >= 0, nbr[None] + off, -1).reshape(nb * n, -1)
 
     @abstractmethod
+    def shield_batch(
+        self, actions: np.ndarray, prefs: np.ndarray | None = None, timed: bool | None = None
+    ) -> BatchShieldResult:
+        """Turn every copy's proposed joint action into a collision-free one.
+
+        Args:
+            actions: (B, N) proposed actions (masked entries are treated as defer).
+            prefs: (B, N, A) preference scores, higher first; ``None`` uses
+                :func:`default_preferences`.
+            timed: time each shield's work separately (the deployment latency model of
+                ``compute_s``) rather than the whole call; default: when ``B = 1``. The
+                actions are the same either way.
+        """
+
     def shield(self, actions: np.ndarray, prefs: np.ndarray | None = None) -> ShieldResult:
-        """Turn a proposed joint action into a collision-free one.
+        """Turn one copy's proposed joint action into a collision-free one.
 
         Args:
             actions: (N,) proposed actions (masked entries are treated as defer).
             prefs: (N, A) preference scores, higher first; ``None`` uses
                 :func:`default_preferences`.
+
+        Raises:
+            TypeError: the shield is bound to several copies (use :meth:`shield_batch`).
         """
+        if self.num_copies != 1:
+            raise TypeError(
+                f"this shield is bound to {self.num_copies} copies: call shield_batch with "
+                f"(B, N) = ({self.num_copies}, {self.num_agents}) actions"
+            )
+        n, na = self.num_agents, self.num_actions
+        a = _checked_actions(actions, (n,), "(N,)")
+        p = None if prefs is None else _checked_prefs(prefs, (n, na), "(N, A)")
+        res = self.shield_batch(a[None], None if p is None else p[None])
+        return res.of(0)
 
     def __call__(self, actions: np.ndarray, prefs: np.ndarray | None = None) -> ShieldResult:
         """Alias of :meth:`shield`."""
         return self.shield(actions, prefs)
 
     # ------------------------------------------------------------------ helpers
+    def _frame(self) -> Frame:
+        b = self.batch
+        bn = self.num_copies * self.num_agents
+        return Frame(
+            free=b.free.reshape(bn, 3),
+            mask=b.mask.reshape(bn, -1),
+            pending=b.pending.reshape(bn, -1),
+        )
+
     def _prepare(
-        self, actions: np.ndarray, prefs: np.ndarray | None
-    ) -> tuple[np.ndarray, np.ndarray, int]:
-        view = self.view
-        a = np.asarray(actions)
-        if a.shape != (view.num_agents,) or a.dtype.kind not in "iu":
-            raise ValueError(
-                f"actions must be an integer array of shape ({view.num_agents},); got shape "
-                f"{a.shape} dtype {a.dtype}"
-            )
-        ok = (a >= 0) & (a < view.num_actions)
-        ok[ok] = view.mask[np.flatnonzero(ok), a[ok]]
-        invalid = int((~ok).sum())
+        self, frame: Frame, actions: np.ndarray, prefs: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Flat valid proposals, flat preferences and invalid proposals per copy."""
+        nb, n, na = self.num_copies, self.num_agents, self.num_actions
+        a = _checked_actions(actions, (nb, n), "(B, N)").reshape(-1)
+        ok = (a >= 0) & (a < na)
+        ok[ok] = frame.mask[np.flatnonzero(ok), a[ok]]
+        invalid = np.bincount(self._copy[~ok], minlength=nb)
         a = np.where(ok, a, 0).astype(np.int64)
         if prefs is None:
-            prefs = default_preferences(view, a)
+            p = default_preferences(self.batch, a.reshape(nb, n)).reshape(nb * n, na)
         else:
-            prefs = np.asarray(prefs, dtype=np.float64)
-            if prefs.shape != (view.num_agents, view.num_actions):
-                raise ValueError(
-                    f"prefs must have shape ({view.num_agents}, {view.num_actions}); got "
-                    f"{prefs.shape}"
-                )
-        return a, prefs, invalid
+            p = _checked_prefs(prefs, (nb, n, na), "(B, N, A)").reshape(nb * n, na)
+        return a, p, invalid
 
-    def proposals(self, agents: np.ndarray, acts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Targets and allocations of placements ``acts`` (> 0) of ``agents``."""
-        view = self.view
-        slot, k, level = view.decode(acts)
-        jobs = view.pending[agents, slot]
-        return view.neighbors[agents, k], view.alloc(jobs, level)
+    def proposals(
+        self, frame: Frame, agents: np.ndarray, acts: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Flat targets and allocations of placements ``acts`` (> 0) of flat ``agents``."""
+        slot, k, level = self.batch.decode(acts)
+        jobs = frame.pending[agents, slot]
+        return self._nbr[agents, k], self.batch.alloc(self._copy[agents], jobs, level)
 
     def alternatives(
         self,
+        frame: Frame,
         agents: np.ndarray,
         prefs: np.ndarray,
         tried: np.ndarray,
         room: np.ndarray,
-        node_ok: np.ndarray | None = None,
+        room_key: np.ndarray | None = None,
+        own_only: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Each agent's best untried action that fits ``room`` (0 = defer), see module doc."""
-        return choose_alternatives(
-            self.view, agents, prefs, tried, room, self._slot, self._k, self._lvl, node_ok
-        )
+        """Each flat agent's best untried action that fits ``room`` (0 = defer).
+
+        Args:
+            frame: the round's state.
+            agents: (M,) flat agents to re-plan.
+            prefs: (B*N, A) preference scores.
+            tried: (B*N, A) actions already denied this round.
+            room: rows of remaining capacity: (B*N, 3) per flat node, or ``room_key`` rows.
+            room_key: optional (M,) ``g``: agent ``i`` reads row ``g * B*N + node`` of
+                ``room`` (each regional shield's own knowledge of the nodes).
+            own_only: optional (B*N,) group of each flat node: only nodes of the agent's
+                own group may be chosen (``own_only[node] == own_only[agent]``).
+        """
+        if len(agents) == 0:
+            return np.zeros(0, np.int64)
+        jobs = frame.pending[agents][:, self._slot]
+        tgt = self._nbr[agents][:, self._k]
+        tsafe = np.where(tgt >= 0, tgt, 0)
+        # an empty slot (job -1) reads some job's row; the mask rules those actions out
+        alloc = self.batch.alloc(self._copy[agents][:, None], jobs, self._lvl)
+        rows = tsafe if room_key is None else room_key[:, None] * len(self._copy) + tsafe
+        feasible = frame.mask[agents, 1:] & ~tried[agents, 1:]
+        if own_only is not None:
+            feasible &= own_only[tsafe] == own_only[agents][:, None]
+        return choose_alternatives(alloc, room[rows], feasible, prefs[agents])
 
 
 def arbitrate(
@@ -254,48 +398,26 @@ def arbitrate(
 
 
 def choose_alternatives(
-    sim: Any,
-    agents: np.ndarray,
-    prefs: np.ndarray,
-    tried: np.ndarray,
-    room: np.ndarray,
-    slot_of: np.ndarray,
-    k_of: np.ndarray,
-    lvl_of: np.ndarray,
-    node_ok: np.ndarray | None = None,
+    alloc: np.ndarray, room: np.ndarray, feasible: np.ndarray, prefs: np.ndarray
 ) -> np.ndarray:
     """Next action in preference order per agent among feasible, untried, fitting ones.
 
     Args:
-        sim: the simulator or its :class:`~edgesched.envs.view.ClusterView` (queues,
-            allocation table, masks).
-        agents: (M,) agents to re-plan.
-        prefs: (N, A) preference scores.
-        tried: (N, A) actions already denied this round.
-        room: (N, 3) the room the deciding shield knows of.
-        slot_of: pending slot of each placement action ``1..A-1``.
-        k_of: target index of each placement action.
-        lvl_of: allocation level of each placement action.
-        node_ok: optional (N,) bool, nodes the shield may still place on.
+        alloc: (M, A-1, 3) allocation of each agent's placement actions ``1..A-1``.
+        room: (M, A-1, 3) the room the deciding shield knows of on each action's target.
+        feasible: (M, A-1) bool, placements the mask allows and not denied yet this round.
+        prefs: (M, A) preference scores (column 0: deferring).
 
     Returns:
         (M,) actions; 0 (defer) when deferring is preferred or nothing fits.
     """
-    if len(agents) == 0:
+    if len(prefs) == 0:
         return np.zeros(0, np.int64)
-    view = _as_view(sim)
-    jobs = view.pending[agents][:, slot_of]
-    tgt = view.neighbors[agents][:, k_of]
-    tsafe = np.where(tgt >= 0, tgt, 0)
-    # an empty slot (job -1) indexes some real job's row; the mask rules those actions out
-    alloc = view.alloc(jobs, lvl_of)
-    fits = (alloc <= room[tsafe] + EPS).all(-1) & view.mask[agents, 1:] & ~tried[agents, 1:]
-    if node_ok is not None:
-        fits &= node_ok[tsafe]
-    score = np.where(fits, prefs[agents, 1:], -np.inf)
+    fits = (alloc <= room + EPS).all(-1) & feasible
+    score = np.where(fits, prefs[:, 1:], -np.inf)
     best = score.argmax(axis=1)
-    rows = np.arange(len(agents))
-    take = np.isfinite(score[rows, best]) & (score[rows, best] >= prefs[agents, 0])
+    rows = np.arange(len(prefs))
+    take = np.isfinite(score[rows, best]) & (score[rows, best] >= prefs[:, 0])
     return np.where(take, best + 1, 0).astype(np.int64)
 
 
@@ -307,31 +429,56 @@ def default_preferences(sim: Any, proposed: np.ndarray) -> np.ndarray:
     same measure; deferring ranks last. Infeasible actions get ``-inf``.
 
     Args:
-        sim: the simulator or its :class:`~edgesched.envs.view.ClusterView`.
-        proposed: (N,) the proposed (valid) actions.
+        sim: the simulator, a :class:`~edgesched.envs.view.ClusterView` (then ``proposed``
+            is (N,)) or a :class:`~edgesched.envs.batch_view.BatchView` (then (B, N)).
+        proposed: the proposed (valid) actions.
 
     Returns:
-        (N, A) preference scores.
+        (N, A) or (B, N, A) preference scores.
     """
-    view = _as_view(sim)
-    n, na = view.num_agents, view.num_actions
+    view = _as_batch_view(sim)
+    proposed = np.asarray(proposed)
+    lone = proposed.ndim == 1
+    prop = proposed.reshape(view.num_copies, view.num_agents)
+    na = view.num_actions
     slot, k, lvl = view.decode(np.arange(1, na))
-    free_frac = (view.free * view.inv_capacity).mean(axis=1)
+    free_frac = (view.free * view.inv_capacity).mean(axis=-1)  # (B, N)
     tgt = view.neighbors[:, k]  # (N, A-1)
-    ff = free_frac[np.where(tgt >= 0, tgt, 0)]
-    prefs = np.empty((n, na))
-    prefs[:, 0] = 0.0
-    prefs[:, 1:] = 1.0 + np.clip(ff, 0.0, 1.0)
-    placing = proposed > 0
-    p_slot, _, p_lvl = view.decode(np.where(placing, proposed, 1))
-    same = (slot[None, :] == p_slot[:, None]) & (lvl[None, :] == p_lvl[:, None]) & placing[:, None]
-    prefs[:, 1:] += same
-    prefs[np.arange(n), proposed] = 10.0
+    ff = free_frac[:, np.where(tgt >= 0, tgt, 0)]  # (B, N, A-1)
+    prefs = np.empty((*prop.shape, na))
+    prefs[..., 0] = 0.0
+    prefs[..., 1:] = 1.0 + np.clip(ff, 0.0, 1.0)
+    placing = prop > 0
+    p_slot, _, p_lvl = view.decode(np.where(placing, prop, 1))
+    same = (slot == p_slot[..., None]) & (lvl == p_lvl[..., None]) & placing[..., None]
+    prefs[..., 1:] += same
+    np.put_along_axis(prefs, prop[..., None], 10.0, axis=-1)
     prefs[~view.mask] = -np.inf
-    prefs[:, 0] = np.where(placing, 0.0, 10.0)
-    return prefs
+    prefs[..., 0] = np.where(placing, 0.0, 10.0)
+    return prefs[0] if lone else prefs
 
 
-def _as_view(sim: Any) -> ClusterView:
-    """``sim`` itself when it is a view already, else a view of it."""
-    return sim if isinstance(sim, ClusterView) else ClusterView(sim)
+def _checked_actions(actions: Any, shape: tuple[int, ...], words: str) -> np.ndarray:
+    a = np.asarray(actions)
+    if a.shape != shape or a.dtype.kind not in "iu":
+        raise ValueError(
+            f"actions must be an integer array of shape {words} = {shape}; got shape "
+            f"{a.shape} dtype {a.dtype}"
+        )
+    return a
+
+
+def _checked_prefs(prefs: Any, shape: tuple[int, ...], words: str) -> np.ndarray:
+    p = np.asarray(prefs, dtype=np.float64)
+    if p.shape != shape:
+        raise ValueError(f"prefs must have shape {words} = {shape}; got {p.shape}")
+    return p
+
+
+def _as_batch_view(sim: Any) -> BatchView:
+    """A batch view of ``sim``: itself, the one copy a ClusterView shows, or every copy."""
+    if isinstance(sim, BatchView):
+        return sim
+    if isinstance(sim, ClusterView):
+        return sim.batch_view()
+    return BatchView(sim)

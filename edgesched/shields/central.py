@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Shield, ShieldResult, arbitrate
+from .base import BatchShieldResult, Shield, arbitrate, colliding_nodes
 
 
 class CentralShield(Shield):
@@ -27,8 +27,11 @@ class CentralShield(Shield):
     network latency is the longest round trip to the center. ``compute_s`` is the measured
     wall time of the decision.
 
+    Bound to several copies of a batched simulator, one call shields every copy (one shield
+    per copy, the same decisions as a shield bound to each copy alone).
+
     Args:
-        sim: the simulator whose decisions it shields.
+        sim: the simulator whose decisions it shields (or a view: see :class:`Shield`).
     """
 
     name = "central"
@@ -38,52 +41,51 @@ class CentralShield(Shield):
         self.host = int(np.argmin(self._lat.max(axis=1)))
         self._rtt = 2.0 * self._lat[:, self.host]
 
-    def shield(self, actions: np.ndarray, prefs: np.ndarray | None = None) -> ShieldResult:
-        """See :meth:`Shield.shield`."""
-        view = self.view
+    def shield_batch(
+        self, actions: np.ndarray, prefs: np.ndarray | None = None, timed: bool | None = None
+    ) -> BatchShieldResult:
+        """See :meth:`Shield.shield_batch` (one shield: timed or not, the same wall time)."""
+        nb, n = self.num_copies, self.num_agents
+        frame = self._frame()
         # validation and default preferences are the agents' side, as for regional shields
-        proposed, prefs, invalid = self._prepare(actions, prefs)
+        proposed, prefs, invalid = self._prepare(frame, actions, prefs)
         t0 = time.perf_counter()
         act = proposed.copy()
         agents = np.flatnonzero(act > 0)
-        targets, alloc = self.proposals(agents, act[agents])
-        room = view.free
-        coll = view.colliding_nodes(targets, alloc)
-        cagents = np.zeros(view.num_agents, bool)
-        n_coll = int(coll.sum())
-        if n_coll:
+        targets, alloc = self.proposals(frame, agents, act[agents])
+        room = frame.free
+        coll = colliding_nodes(targets, alloc, room)
+        cagents = np.zeros(nb * n, bool)
+        if coll.any():
             cagents[agents[coll[targets]]] = True
             room = room.copy()
             tried = np.zeros(prefs.shape, bool)
             # each pass removes at least one action per denied agent, so this bound is never
             # reached in practice; it only guards against an infinite loop
-            for _ in range(view.num_actions + 1):
+            for _ in range(self.num_actions + 1):
                 admitted = arbitrate(targets, alloc, prefs[agents, act[agents]], room)
                 np.subtract.at(room, targets[admitted], alloc[admitted])
                 denied = agents[~admitted]
                 if not len(denied):
                     break
                 tried[denied, act[denied]] = True
-                act[denied] = self.alternatives(denied, prefs, tried, room)
+                act[denied] = self.alternatives(frame, denied, prefs, tried, room)
                 agents = denied[act[denied] > 0]
-                targets, alloc = self.proposals(agents, act[agents])
+                targets, alloc = self.proposals(frame, agents, act[agents])
             else:  # pragma: no cover - see the loop comment
                 act[agents] = 0
         elapsed = time.perf_counter() - t0
-        proposers = proposed > 0
-        n_prop = int(proposers.sum())
-        return ShieldResult(
-            actions=act,
-            proposed_collisions=n_coll,
-            collision_agents=cagents,
-            interventions=int((act != proposed).sum()),
-            residual_collisions=0,
+        proposers = (proposed > 0).reshape(nb, n)
+        n_prop = proposers.sum(axis=1)
+        return BatchShieldResult(
+            actions=act.reshape(nb, n),
+            collision_agents=cagents.reshape(nb, n),
+            network_ms=np.where(proposers, self._rtt, 0.0).max(axis=1),
             compute_s=elapsed,
             compute_total_s=elapsed,
-            network_ms=float(self._rtt[proposers].max()) if n_prop else 0.0,
+            proposed_collisions=coll.reshape(nb, n).sum(axis=1),
+            interventions=(act != proposed).reshape(nb, n).sum(axis=1),
             messages=2 * n_prop,
-            shield_messages=0,
             max_messages_per_shield=2 * n_prop,
-            rounds=0,
             invalid=invalid,
         )
