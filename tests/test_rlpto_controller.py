@@ -1,0 +1,50 @@
+"""``benchmarks/rlpto_controller.py``: one row per RLPTO run from a real (tiny) trained
+policy and its record, the fixed rules once per scenario, other algorithms' runs skipped."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from conftest import import_benchmark
+from test_training import make_cfg
+
+pytest.importorskip("torch")
+
+from edgesched.experiment import run
+
+
+@pytest.fixture(scope="module")
+def rc():
+    return import_benchmark("rlpto_controller")
+
+
+def _train(folder, algo: str, seed: int) -> dict:
+    cfg = make_cfg(folder, algo=algo, env="edge10", seed=seed)
+    cfg.env.overrides = {"max_slots": 20, "max_steps": 200}
+    run(cfg)
+    return json.loads((folder / "eval.json").read_text())
+
+
+def test_rows_per_run_and_rules_once_per_scenario(rc, tmp_path, monkeypatch, capsys):
+    root = tmp_path / "runs"
+    recs = [_train(root / "variant" / f"seed{s}", "rlpto", s) for s in (0, 1)]
+    _train(root / "other" / "seed0", "mappo", 0)  # not an RLPTO run: no row
+    argv = ["rlpto_controller.py", "--runs", str(root), "--seeds", "1", "--rules"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--rule-seeds", "1", "--out", str(tmp_path)])
+    rc.main()
+    lines = capsys.readouterr().out.splitlines()
+    rows = [x for x in lines if x.startswith("variant seed")]
+    assert [r.split()[:3] for r in rows] == [["variant", "seed", "0"], ["variant", "seed", "1"]]
+    for row, rec in zip(rows, recs, strict=True):
+        cells = row.split()
+        # the record's held-out JCT and cluster reward close the row
+        assert float(cells[-2]) == pytest.approx(rec["summary"]["jct_mean"], abs=0.006)
+        assert float(cells[-1]) == pytest.approx(rec["summary"]["rlpto_reward"], abs=0.06)
+        shares = [float(c) for c in cells[3:8]]  # dec/call, grow, keep, shrink, always-grow
+        assert all(0.0 <= v <= 1.0 for v in shares)
+    rules = [x for x in lines if x.startswith("rule ")]
+    assert len(rules) == 3 and all("(edge10-v" in x for x in rules)  # one scenario: once
+    assert not any(x.startswith("other") for x in lines)
+    assert "variant seed 1" in (tmp_path / "rlpto_controller.md").read_text()
