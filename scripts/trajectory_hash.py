@@ -3,7 +3,8 @@
 Each hash covers a fixed run of a lone simulator under a seeded random masked policy:
 observations, masks, global states, rewards, per-step counters, end flags, the graph view
 (every 25 steps), random ``resize`` calls (variants that ask for them) and the episode
-metrics of every finished episode. Two code versions with the same hashes produce the same
+metrics of every finished episode; ``central:`` cases hash a run of the Gymnasium central
+view the same way. Two code versions with the same hashes produce the same
 trajectories bit for bit, which is how refactors of the simulator prove they change no
 dynamic (``tests/test_trajectory_hash.py`` compares against ``tests/fixtures``).
 
@@ -172,20 +173,73 @@ def trajectory_hash(
     return h.hexdigest()
 
 
+CENTRAL_STEPS = 1500
+"""Decisions per hashed run of the central view (one per queued task, so many per slot)."""
+
+
+def central_hash(
+    scenario: str, overrides: dict[str, Any] | None = None, steps: int = CENTRAL_STEPS
+) -> str:
+    """SHA-256 of a fixed random-policy run of ``scenario``'s Gymnasium central view.
+
+    Covers observations, action masks, rewards, infos, end flags and the metrics of every
+    finished episode; episodes run the multi-agent views' workloads (``workload_seed``).
+    """
+    from edgesched.envs import EdgeSchedCentralEnv
+
+    env = EdgeSchedCentralEnv(scenario, **(overrides or {}))
+    rng = np.random.default_rng(12345)
+    h = hashlib.sha256()
+    seed = 7
+    obs, info = env.reset(options={"workload_seed": seed})
+    _feed(h, [obs, info])
+    for _ in range(steps):
+        mask = env.action_masks()
+        act = int((rng.random(mask.shape) * mask).argmax())
+        if rng.random() < 0.125:  # any action: an invalid one passes and is counted
+            act = int(rng.integers(0, len(mask)))
+        obs, reward, term, trunc, info = env.step(act)
+        _feed(h, [mask, obs, float(reward), info, bool(term), bool(trunc)])
+        if term or trunc:
+            _feed(h, env.last_episode_metrics)
+            seed += 1
+            obs, info = env.reset(options={"workload_seed": seed})
+    return h.hexdigest()
+
+
+CENTRAL_PREFIX = "central:"
+"""Cases of the central view: ``central:<versioned id>``."""
+
+
 def all_cases() -> dict[str, tuple[str, dict[str, Any], bool]]:
     """Every registered version of every scenario (stock parameters) and every option variant.
 
     Keys are versioned ids (``edge10-v0``): an earlier version keeps its hash after a
-    scenario moves on, so its records stay reproducible.
+    scenario moves on, so its records stay reproducible. ``central:<id>`` cases run the
+    central view of each scenario's current version (short episodes, so that several end),
+    one with priority aging.
     """
-    from edgesched.envs import list_scenarios, scenario_versions
+    from edgesched.envs import get_scenario, list_scenarios, scenario_versions
 
     ids = [s.id for name in list_scenarios() for s in scenario_versions(name)]
     cases = {sid: (sid, {}, False) for sid in ids}
     # short episodes of every scenario: resets and full episode metrics several times
     cases.update({f"{sid}+short": (sid, {"max_steps": 60}, False) for sid in ids})
     cases.update(VARIANTS)
+    current = [get_scenario(name).id for name in list_scenarios()]
+    short = {"max_slots": 60}
+    cases.update({f"{CENTRAL_PREFIX}{sid}": (sid, short, False) for sid in current})
+    edge10 = get_scenario("edge10").id
+    cases[f"{CENTRAL_PREFIX}{edge10}+aging"] = (edge10, {**short, "priority_aging_slots": 3}, False)
     return cases
+
+
+def case_hash(case: str) -> str:
+    """The hash of case ``case`` of :func:`all_cases` (simulator or central view)."""
+    name, overrides, resize = all_cases()[case]
+    if case.startswith(CENTRAL_PREFIX):
+        return central_hash(name, overrides)
+    return trajectory_hash(name, overrides, resize)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,13 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     import edgesched
 
     out: dict[str, str] = {}
-    for case, (name, overrides, resize) in all_cases().items():
+    for case, (name, _, _) in all_cases().items():
         if args.only and args.only not in (name, name.rpartition("-v")[0]):
             continue
         if not all(r.available for r in edgesched.data_requirements(name)):
             print(f"{case:32s} skipped (data missing)", file=sys.stderr)
             continue
-        out[case] = trajectory_hash(name, overrides, resize)
+        out[case] = case_hash(case)
         print(f"{case:32s} {out[case]}", flush=True)
     if args.write:
         args.write.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")

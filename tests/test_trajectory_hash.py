@@ -32,8 +32,8 @@ def test_every_case_has_a_stored_hash() -> None:
 
 @pytest.mark.parametrize("case", sorted(EXPECTED))
 def test_trajectory_is_unchanged(case: str) -> None:
-    name, overrides, resize = th.all_cases()[case]
+    name = th.all_cases()[case][0]
     missing = [r.name for r in edgesched.data_requirements(name) if not r.available]
     if missing:
         pytest.skip(f"data missing: {missing}")
-    assert th.trajectory_hash(name, overrides, resize) == EXPECTED[case]
+    assert th.case_hash(case) == EXPECTED[case]

@@ -448,9 +448,19 @@ def test_the_scanner_finds_private_reads() -> None:
     ]
 
 
+READERS_IN_ENVS = ("central.py",)
+"""Modules inside ``edgesched/envs`` that are consumers of the simulator, not part of it: the
+Gymnasium central view reads through its ClusterView too."""
+
+
 def _modules_outside_envs() -> list[Path]:
-    """The package's modules but ``edgesched/envs``, and the checkout's scripts if present."""
-    paths = [p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] != "envs"]
+    """The package's modules but ``edgesched/envs`` (except its reader modules), and the
+    checkout's scripts if present."""
+    paths = [
+        p
+        for p in PACKAGE.rglob("*.py")
+        if p.relative_to(PACKAGE).parts[0] != "envs" or p.name in READERS_IN_ENVS
+    ]
     if (CHECKOUT / "edgesched").resolve() == PACKAGE:  # an editable install: its checkout
         for folder in ("benchmarks", "scripts"):
             paths += (CHECKOUT / folder).rglob("*.py")
@@ -537,3 +547,29 @@ def test_batch_view_rows_are_the_copies_views(name: str) -> None:
     for arr in (bv.mask, bv.inv_capacity, bv.neighbors, bv.regions):
         with pytest.raises(ValueError):
             arr[...] = 0
+
+
+def test_observation_blocks_and_job_reads_of_a_copy_are_the_simulators() -> None:
+    """The reads the central view builds on (features, home agents, allowed levels, queue
+    order), per copy of a batched simulator, equal the simulator's own rows."""
+    sim = EdgeClusterSim(make_config("edge50", max_slots=40), copies=3)
+    sim.reset(seeds=[1, 2, 3])
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        sim.step((rng.random(sim.mask_batched.shape) * sim.mask_batched).argmax(-1))
+    n, jc = sim.agents_per_copy, sim.job_capacity
+    eq = np.testing.assert_array_equal
+    for b in range(3):
+        view = sim.view(b)
+        rows = slice(b * n, (b + 1) * n)
+        jobs = np.arange(view.num_jobs)
+        eq(view.node_feature_rows(), sim._node_features()[rows])
+        eq(view.time_features(), sim._time_features()[b * n])
+        pending = view.pending
+        eq(view.job_feature_rows(pending), sim._job_features(sim.head[rows]))
+        assert (view.job_feature_rows(np.array([-1])) == 0).all()  # an empty slot
+        eq(view.job_home, sim.j_home[b * jc + jobs] - b * n)
+        eq(view.alloc_allowed, sim.j_alloc_ok[b * jc + jobs])
+        queued = np.flatnonzero(view.queued)
+        assert len(queued) > 0
+        eq(np.argsort(view.queue_key(queued)), np.argsort(sim.j_key_of(queued + b * jc)))

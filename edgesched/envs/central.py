@@ -19,6 +19,7 @@ from .core import (
 )
 from .render import check_render_mode, render_sim
 from .scenarios import Scenario, scenario_config
+from .view import ClusterView
 
 INFO_KEYS = STEP_INFO_KEYS
 """Keys of ``info`` at ``reset`` and at every step (all ints; see the class docstring)."""
@@ -105,8 +106,20 @@ class EdgeSchedCentralEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
-    # class-level default: views pickled in checkpoints before the memo existed still step
+    # class-level defaults: views pickled in checkpoints before these existed still step
     _mask_memo: np.ndarray | None = None
+    _view: ClusterView | None = None
+
+    @property
+    def view(self) -> ClusterView:
+        """The read-only view of the simulator: everything the head reads goes through it.
+
+        The head drives the simulator through its public steps (``place``, ``advance``,
+        ``reset``).
+        """
+        if self._view is None:
+            self._view = self.sim.view()
+        return self._view
 
     def __init__(
         self, scenario: str | SimConfig = "edge10", render_mode: str | None = None, **overrides: Any
@@ -115,16 +128,17 @@ class EdgeSchedCentralEnv(gym.Env):
         self.scenario, cfg = scenario_config(scenario, overrides)
         self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
         self.sim = EdgeClusterSim(cfg)
-        n, lv = cfg.num_nodes, self.sim.num_levels
+        view = self.view
+        n, lv = cfg.num_nodes, view.num_levels
         self.num_levels = lv
         self.observation_space = spaces.Box(
             -OBS_BOUND,
             OBS_BOUND,
-            (self.sim.job_features + n * (NODE_FEATURES + 1) + 3,),
+            (view.job_features + n * (NODE_FEATURES + 1) + 3,),
             np.float32,
         )
         self.action_space = spaces.Discrete(1 + n * lv)
-        self._log_bw = np.log10(self.sim.cluster.pair_bw + 1.0).astype(np.float32) / 2.0
+        self._log_bw = np.log10(view.cluster.pair_bw + 1.0).astype(np.float32) / 2.0
         self._last_metrics: dict[str, Any] | None = None
 
     @property
@@ -138,14 +152,15 @@ class EdgeSchedCentralEnv(gym.Env):
 
     # ------------------------------------------------------------------ helpers
     def _new_round(self) -> None:
-        sim = self.sim
-        queued = np.flatnonzero(sim.status == QUEUED)
-        key = sim.j_key_of(queued)
-        every = sim.cfg.priority_aging_slots
+        view = self.view
+        queued = np.flatnonzero(view.queued)
+        key = view.queue_key(queued)
+        every = view.config.priority_aging_slots
         if every:
             # the aged class the multi-agent queues use (EdgeClusterSim._age_queues)
-            eff = np.maximum(sim.j_prio[queued] - (sim.t - sim.j_arrival[queued]) // every, 0)
-            key = eff * (sim.num_jobs + 1) + queued
+            waited = view.clock - view.job_arrival[queued]
+            eff = np.maximum(view.job_priority[queued] - waited // every, 0)
+            key = eff * (view.num_jobs + 1) + queued
         self._round = queued[np.argsort(key, kind="stable")]
         self._cursor = 0
 
@@ -161,29 +176,29 @@ class EdgeSchedCentralEnv(gym.Env):
         return mask
 
     def _compute_mask(self) -> np.ndarray:
-        sim = self.sim
+        view = self.view
         mask = np.zeros(self.action_space.n, dtype=bool)
         mask[0] = True
         if self._cursor < len(self._round):
             j = self._current_job()
-            free = sim.capacity - sim.used
-            fits = (sim.j_alloc[j][None, :, :] <= free[:, None, :] + 1e-9).all(-1)
-            mask[1:] = (fits & sim.j_alloc_ok[j][None, :]).ravel()
+            free = view.free
+            fits = (view.alloc_table[j][None, :, :] <= free[:, None, :] + 1e-9).all(-1)
+            mask[1:] = (fits & view.alloc_allowed[j][None, :]).ravel()
         return mask
 
     def _obs(self) -> np.ndarray:
-        sim = self.sim
+        view = self.view
         has_job = self._cursor < len(self._round)
         j = self._current_job() if has_job else -1
-        jf = sim._job_features(np.array([j]))[0]
-        home = sim.j_home[j] if has_job else 0
+        jf = view.job_feature_rows(np.array([j]))[0]
+        home = view.job_home[j] if has_job else 0
         bw = self._log_bw[home] * has_job
-        nf = sim._node_features()
+        nf = view.node_feature_rows()
         extra = np.array(
             [
                 min(len(self._round), 1e4) / 10.0,
                 min(self._cursor, 1e4) / 10.0,
-                sim._time_features()[0],
+                view.time_features()[0],
             ],
             np.float32,
         )
@@ -219,7 +234,7 @@ class EdgeSchedCentralEnv(gym.Env):
         # No clock advance here: if nothing is queued yet, the first decision is a "wait"
         # (only action 0 allowed), so reset never returns an already-finished episode.
         info = dict.fromkeys(INFO_KEYS, 0)
-        info["slot"] = self.sim.t
+        info["slot"] = self.view.clock
         return self._obs(), info
 
     def _advance_until_decision(self) -> float:
@@ -253,7 +268,7 @@ class EdgeSchedCentralEnv(gym.Env):
         mask = self._mask()
         self._mask_memo = None  # the decision below changes the state
         if not 0 <= a < len(mask) or not mask[a]:
-            if sim.cfg.invalid_action == "raise":
+            if self.view.config.invalid_action == "raise":
                 # refuse before counting: a refused step leaves the simulator as it was
                 raise InvalidActionError(
                     f"action {a} is {'masked' if 0 <= a < len(mask) else 'out of range'}; "
@@ -263,24 +278,27 @@ class EdgeSchedCentralEnv(gym.Env):
             sim.count_invalid(np.array([0]))
             info["invalid_actions"] = 1
             a = 0
-        t0 = sim.t
+        t0 = self.view.clock
         if a == 0:
             self._cursor += 1
         else:
             j = self._current_job()
             node, level = divmod(a - 1, self.num_levels)
             pinfo = sim.place(
-                np.array([sim.j_home[j]]), np.array([j]), np.array([node]), np.array([level])
+                np.array([self.view.job_home[j]]),
+                np.array([j]),
+                np.array([node]),
+                np.array([level]),
             )
             for k in ("proposals", "placements", "collisions", "rejected", "task_conflicts"):
                 info[k] = int(pinfo[k])
-            if sim.status[j] != QUEUED:
+            if self.view.job_status[j] != QUEUED:
                 self._cursor += 1
         reward = self._advance_until_decision()
         sim.return_sum[0] += reward
         terminated, truncated = sim.terminated, sim.truncated
-        info["slot"] = sim.t
-        info["advanced"] = sim.t - t0
+        info["slot"] = self.view.clock
+        info["advanced"] = info["slot"] - t0
         if terminated or truncated:
             m = sim.episode_metrics()
             m["episode_return_mean"] = float(sim.return_sum[0])

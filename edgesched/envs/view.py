@@ -277,6 +277,11 @@ class ClusterView:
         return self._sim._resized_levels(np.asarray(jobs, dtype=np.int64) + self._j0(), delta)
 
     @property
+    def alloc_allowed(self) -> np.ndarray:
+        """(J, L) whether each job may take each allocation level, read-only."""
+        return _readonly(self._sim.j_alloc_ok[self._js()])
+
+    @property
     def alloc_table(self) -> np.ndarray:
         """(J, L, 3) allocation of every job at every level, read-only."""
         return _readonly(self._sim.j_alloc[self._js()])
@@ -290,6 +295,15 @@ class ClusterView:
     def job_priority(self) -> np.ndarray:
         """(J,) priority class of each job (0 first), read-only."""
         return _readonly(self._sim.j_prio[self._js()])
+
+    @property
+    def job_home(self) -> np.ndarray:
+        """(J,) agent at whose queue each job arrived, read-only."""
+        return self._local(self._sim.j_home[self._js()], self._ag().start)
+
+    def queue_key(self, jobs: np.ndarray) -> np.ndarray:
+        """Sort key of ``jobs`` in the queues' static order (priority class, then arrival)."""
+        return self._sim.j_key_of(np.asarray(jobs, dtype=np.int64) + self._j0())
 
     @property
     def job_model(self) -> np.ndarray:
@@ -420,6 +434,20 @@ class ClusterView:
         return colliding_nodes(targets, alloc, self.free)
 
     # ------------------------------------------------------------------ observations
+    def job_feature_rows(self, jobs: np.ndarray) -> np.ndarray:
+        """Observation features of ``jobs`` (any shape, -1 = empty slot), (..., F), fresh."""
+        jobs = np.asarray(jobs, dtype=np.int64)
+        return self._sim._job_features(np.where(jobs >= 0, jobs + self._j0(), -1))
+
+    def node_feature_rows(self) -> np.ndarray:
+        """(N, NODE_FEATURES) current (not delayed) node features, fresh."""
+        return self._sim._node_features()[self._ag()]
+
+    def time_features(self) -> np.ndarray:
+        """(2,) sine and cosine of the copy's time of day, fresh."""
+        tf = self._sim._time_features()
+        return np.array(tf if tf.ndim == 1 else tf[self._ag().start])
+
     @property
     def obs_layout(self) -> ObsLayout:
         """Where each block and field of an agent's observation lies."""
