@@ -16,7 +16,7 @@ import numpy as np
 from .config import SimConfig
 from .topology import Cluster
 
-__all__ = ["BatchView"]
+__all__ = ["BatchView", "SharedStatics"]
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -26,59 +26,34 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return v
 
 
-class BatchView:
-    """Read-only access to the free capacity, queues, masks and allocations of all copies.
+class SharedStatics:
+    """What a one-copy and an all-copies view share: sizes, the static cluster, the actions.
 
-    Args:
-        sim: the simulator (:class:`~edgesched.envs.core.EdgeClusterSim`, lone or batched).
-        copy: ``None`` for every copy (``B = sim.copies``), or one copy's index (``B = 1``:
-            the view then shows that copy alone, as a one-copy batch).
-
-    Raises:
-        ValueError: ``copy`` out of range.
-
-    Example:
-        >>> from edgesched.envs import EdgeClusterSim, make_config
-        >>> sim = EdgeClusterSim(make_config("edge10"), copies=3)
-        >>> sim.reset(seeds=[0, 1, 2])
-        >>> BatchView(sim).free.shape
-        (3, 10, 3)
+    Attributes:
+        _sim: the viewed simulator (set by the subclass).
     """
 
-    __slots__ = ("_b0", "_nb", "_sim")
-
-    def __init__(self, sim: Any, copy: int | None = None) -> None:
-        if copy is None:
-            self._b0, self._nb = 0, int(sim.copies)
-        else:
-            if not 0 <= int(copy) < sim.copies:
-                raise ValueError(f"copy={copy!r}: need 0 <= copy < {sim.copies}")
-            self._b0, self._nb = int(copy), 1
-        self._sim = sim
-
-    def _rows(self) -> slice:
-        n = self._sim.agents_per_copy
-        return slice(self._b0 * n, (self._b0 + self._nb) * n)
-
-    def _batched(self, a: np.ndarray) -> np.ndarray:
-        """Rows of the viewed copies' agents, reshaped to (B, N, ...)."""
-        return a[self._rows()].reshape(self._nb, self._sim.agents_per_copy, *a.shape[1:])
-
-    # ------------------------------------------------------------------ sizes
-    @property
-    def num_copies(self) -> int:
-        """B, copies shown."""
-        return self._nb
+    __slots__ = ("_sim",)
 
     @property
     def num_agents(self) -> int:
-        """N, agents (= nodes) per copy."""
+        """N, agents (= nodes) of one copy."""
         return self._sim.agents_per_copy
 
     @property
     def num_actions(self) -> int:
         """Size of each agent's action space (0 = defer)."""
         return self._sim.num_actions
+
+    @property
+    def num_levels(self) -> int:
+        """L, allocation levels."""
+        return self._sim.num_levels
+
+    @property
+    def k1(self) -> int:
+        """K+1, placement targets per agent (itself first)."""
+        return self._sim.k1
 
     @property
     def pending_slots(self) -> int:
@@ -107,8 +82,61 @@ class BatchView:
 
     @property
     def num_regions(self) -> int:
-        """Number of regions per copy."""
+        """Number of regions (per copy)."""
         return self._sim.cluster.num_regions
+
+    def decode(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Split placement actions (> 0) into (pending slot, target index, level)."""
+        return self._sim.decode(actions)
+
+    def encode(self, slot: np.ndarray, k: np.ndarray, level: np.ndarray) -> np.ndarray:
+        """Inverse of :meth:`decode`."""
+        return self._sim.encode(slot, k, level)
+
+
+class BatchView(SharedStatics):
+    """Read-only access to the free capacity, queues, masks and allocations of all copies.
+
+    Args:
+        sim: the simulator (:class:`~edgesched.envs.core.EdgeClusterSim`, lone or batched).
+        copy: ``None`` for every copy (``B = sim.copies``), or one copy's index (``B = 1``:
+            the view then shows that copy alone, as a one-copy batch).
+
+    Raises:
+        ValueError: ``copy`` out of range.
+
+    Example:
+        >>> from edgesched.envs import EdgeClusterSim, make_config
+        >>> sim = EdgeClusterSim(make_config("edge10"), copies=3)
+        >>> sim.reset(seeds=[0, 1, 2])
+        >>> BatchView(sim).free.shape
+        (3, 10, 3)
+    """
+
+    __slots__ = ("_b0", "_nb")
+
+    def __init__(self, sim: Any, copy: int | None = None) -> None:
+        if copy is None:
+            self._b0, self._nb = 0, int(sim.copies)
+        else:
+            if not 0 <= int(copy) < sim.copies:
+                raise ValueError(f"copy={copy!r}: need 0 <= copy < {sim.copies}")
+            self._b0, self._nb = int(copy), 1
+        self._sim = sim
+
+    def _rows(self) -> slice:
+        n = self._sim.agents_per_copy
+        return slice(self._b0 * n, (self._b0 + self._nb) * n)
+
+    def _batched(self, a: np.ndarray) -> np.ndarray:
+        """Rows of the viewed copies' agents, reshaped to (B, N, ...)."""
+        return a[self._rows()].reshape(self._nb, self._sim.agents_per_copy, *a.shape[1:])
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def num_copies(self) -> int:
+        """B, copies shown."""
+        return self._nb
 
     # ------------------------------------------------------------------ state
     @property
@@ -147,11 +175,6 @@ class BatchView:
         sim = self._sim
         ids = (np.asarray(copies) + self._b0) * sim.job_capacity + np.asarray(jobs)
         return sim.j_alloc[ids, levels]
-
-    # ------------------------------------------------------------------ actions
-    def decode(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Split placement actions (> 0) into (pending slot, target index, level)."""
-        return self._sim.decode(actions)
 
     def view(self, b: int) -> Any:  # a ClusterView (view.py imports this module)
         """The :class:`ClusterView` of viewed copy ``b`` (``0 <= b < B``)."""

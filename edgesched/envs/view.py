@@ -21,17 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from .batch_view import BatchView, _readonly
-from .config import SimConfig
+from .batch_view import BatchView, SharedStatics, _readonly
 from .metrics import QUEUED
 from .obs_layout import LINK_FEATURES, CentralObsLayout, ObsLayout
 from .placement import CAPACITY_EPS, colliding_nodes
-from .topology import Cluster
 
 __all__ = ["LINK_FEATURES", "CentralObsLayout", "ClusterView", "ObsLayout"]
 
 
-class ClusterView:
+class ClusterView(SharedStatics):
     """Read-only access to one simulator's cluster, queues, jobs and actions.
 
     A view shows one copy of the simulator, with that copy's local agent, node and job ids
@@ -54,7 +52,7 @@ class ClusterView:
         (10, 3)
     """
 
-    __slots__ = ("_b", "_sim")
+    __slots__ = ("_b",)
 
     def __init__(self, sim: Any, copy: int | None = None) -> None:
         if copy is None:
@@ -92,31 +90,6 @@ class ClusterView:
 
     # ------------------------------------------------------------------ sizes
     @property
-    def num_agents(self) -> int:
-        """N, agents (= nodes) of the copy."""
-        return self._sim.agents_per_copy
-
-    @property
-    def num_actions(self) -> int:
-        """Size of each agent's action space (0 = defer)."""
-        return self._sim.num_actions
-
-    @property
-    def num_levels(self) -> int:
-        """L, allocation levels."""
-        return self._sim.num_levels
-
-    @property
-    def k1(self) -> int:
-        """K+1, placement targets per agent (itself first)."""
-        return self._sim.k1
-
-    @property
-    def pending_slots(self) -> int:
-        """P, pending jobs an agent may choose among."""
-        return self._sim.pending_slots
-
-    @property
     def num_jobs(self) -> int:
         """Jobs of the current episode's workload (arrived or not)."""
         return self._sim.workload(self._b).num_jobs
@@ -143,16 +116,6 @@ class ClusterView:
 
     # ------------------------------------------------------------------ cluster and load
     @property
-    def config(self) -> SimConfig:
-        """The scenario's parameters (immutable)."""
-        return self._sim.cfg
-
-    @property
-    def cluster(self) -> Cluster:
-        """The static cluster (topology, capacities, regions); never changes in an episode."""
-        return self._sim.cluster
-
-    @property
     def clock(self) -> int:
         """The current slot."""
         return int(self._sim.tc[self._b])
@@ -177,21 +140,6 @@ class ClusterView:
     def inv_capacity(self) -> np.ndarray:
         """(N, 3) ``1 / capacity``, 0 where the capacity is 0; read-only."""
         return _readonly(self._sim._inv_cap[self._ag()])
-
-    @property
-    def neighbors(self) -> np.ndarray:
-        """(N, K+1) placement targets of each agent, itself first, -1 where absent."""
-        return _readonly(self._sim.cluster.neighbors)
-
-    @property
-    def regions(self) -> np.ndarray:
-        """(N,) region id of each node, read-only."""
-        return _readonly(self._sim.cluster.region)
-
-    @property
-    def num_regions(self) -> int:
-        """Number of regions."""
-        return self._sim.cluster.num_regions
 
     @property
     def boundary(self) -> np.ndarray:
@@ -390,14 +338,6 @@ class ClusterView:
     def mask(self) -> np.ndarray:
         """(N, A) feasible actions of every agent, read-only."""
         return _readonly(self._sim.mask[self._ag()])
-
-    def decode(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Split placement actions (> 0) into (pending slot, target index, level)."""
-        return self._sim.decode(actions)
-
-    def encode(self, slot: np.ndarray, k: np.ndarray, level: np.ndarray) -> np.ndarray:
-        """Inverse of :meth:`decode`."""
-        return self._sim.encode(slot, k, level)
 
     def check_actions(self, actions: np.ndarray) -> np.ndarray:
         """Validate one action per agent by the rules of a step, without stepping.
