@@ -74,3 +74,34 @@ def test_non_finite_loss_raises_and_steps_nothing():
     with pytest.raises(TrainingDivergedError, match="update 5"):
         loop.step(torch.tensor(float("nan")), torch.tensor(1.0), torch.tensor(0.0), torch.ones(1))
     assert torch.equal(w.detach(), torch.ones(2)) and loop.count == 0
+
+
+def test_anneal_lr_sets_the_step_size_from_the_budget_used():
+    loop, _, _ = _loop(4, progress=0.25, anneal_lr=True, lr=0.4)
+    assert loop.opt.param_groups[0]["lr"] == pytest.approx(0.3)
+    assert loop.result()["lr"] == pytest.approx(0.3)
+    plain, _, _ = _loop(4, progress=0.25, lr=0.4)  # off (and configs stored without it)
+    assert plain.opt.param_groups[0]["lr"] == 0.1 and "lr" not in plain.result()
+
+
+def _run_with_ratio(loop, w, ratio):
+    for _ in loop:
+        loop.step((w**2).sum(), w.sum() * 0, torch.tensor(0.0), ratio)
+    return loop.result()
+
+
+@pytest.mark.parametrize(("target", "epochs_run"), [(0.0, 3), (1.0, 3), (1e-3, 1)])
+def test_target_kl_stops_after_the_first_epoch_over_it(target, epochs_run):
+    loop, w, gen = _loop(8, target_kl=target)
+    # a ratio of 1.5 everywhere: approximate KL (r - 1) - log r = 0.0945 per minibatch
+    out = _run_with_ratio(loop, w, torch.tensor([1.5, 1.5]))
+    assert loop.count == 4 * epochs_run
+    if target:
+        assert out["ppo_epochs"] == epochs_run
+    else:
+        assert "ppo_epochs" not in out
+    # an early stop draws no further permutation: the generator is where the epochs left it
+    ref = torch.Generator().manual_seed(7)
+    for _ in range(epochs_run):
+        torch.randperm(8, generator=ref)
+    assert torch.equal(gen.get_state(), ref.get_state())

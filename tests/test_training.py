@@ -272,6 +272,11 @@ def test_bad_config_writes_nothing(tmp_path):
     with pytest.raises(ExperimentConfigError, match=r"algo\.name"):
         run(cfg)
     assert not (tmp_path / "bad").exists()
+    cfg = make_cfg(tmp_path / "bad")
+    cfg.algo.target_kl = -0.01
+    with pytest.raises(ExperimentConfigError, match=r"algo\.target_kl=-0\.01.*>= 0"):
+        run(cfg)
+    assert not (tmp_path / "bad").exists()
     # the workload is read before the first file is written (it used to leave config.yaml)
     (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
     cfg = make_cfg(tmp_path / "bad", env="edge50-trace")
@@ -562,3 +567,16 @@ def test_resume_names_a_checkpoint_from_before_the_batched_trainers(tmp_path):
         run(make_cfg(tmp_path / "r", total_env_steps=32, resume=True))
     after = {p: p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file()}
     assert after == before, "nothing written on a refused resume"
+
+
+def test_anneal_lr_and_target_kl_reach_the_update(tmp_path):
+    """The PPO options travel from the config to every update's log."""
+    cfg = make_cfg(tmp_path / "run", total_env_steps=128)
+    cfg.algo.anneal_lr = True
+    cfg.algo.target_kl = 1e-9  # any movement of the policy stops the update's epochs
+    run(cfg)
+    rows = read_metrics(tmp_path / "run")
+    lrs = [r["lr"] for r in rows]
+    assert len(rows) == 4 and lrs[0] == pytest.approx(cfg.algo.lr)
+    assert lrs == sorted(lrs, reverse=True) and lrs[-1] == pytest.approx(cfg.algo.lr / 4)
+    assert all(r["ppo_epochs"] == 1 for r in rows)

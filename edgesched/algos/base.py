@@ -247,6 +247,10 @@ class PPOConfig(AlgorithmConfig):
         value_norm: normalize value targets with running statistics (PopArt-style).
         collision_penalty: reward penalty per agent whose *proposed* placement took part in
             an action collision (SROLE's learner signal; needs a shield in the loop).
+        anneal_lr: let the learning rate fall linearly from ``lr`` to 0 over the budget
+            (CleanRL's ``anneal_lr``); off by default, as every committed run trained.
+        target_kl: stop an update's epochs after the first whose mean approximate KL
+            exceeds it (CleanRL's ``target_kl``); 0 never stops early (the default).
     """
 
     lr: float = 5e-4
@@ -262,6 +266,8 @@ class PPOConfig(AlgorithmConfig):
     hidden: list[int] = field(default_factory=lambda: [64, 64])
     value_norm: bool = True
     collision_penalty: float = 0.0
+    anneal_lr: bool = False
+    target_kl: float = 0.0
 
 
 def config_keys(config_class: type) -> tuple[str, ...]:

@@ -338,7 +338,9 @@ class PPOEpochs:
     takes one optimizer step on a minibatch's losses (:func:`ppo_step`) and :meth:`result`
     returns the mean statistics.
     The entropy coefficient falls linearly from ``cfg.ent_coef_start`` to
-    ``cfg.ent_coef_end`` over the training budget.
+    ``cfg.ent_coef_end`` over the training budget; with ``cfg.anneal_lr`` the optimizer's
+    learning rate falls from ``cfg.lr`` to 0 the same way, and with ``cfg.target_kl > 0``
+    the epochs stop after the first whose mean approximate KL exceeds it.
 
     Args:
         cfg: the algorithm's config (``epochs``, ``minibatches``, the PPO fields).
@@ -367,14 +369,29 @@ class PPOEpochs:
         )
         self.stats = dict.fromkeys(PPO_STAT_KEYS, 0.0)
         self.count = 0
+        self.epochs_run = 0
+        # getattr: configs stored before these options existed trained without them
+        if getattr(cfg, "anneal_lr", False):
+            for group in opt.param_groups:
+                group["lr"] = float(cfg.lr) * (1.0 - progress)
+        self.target_kl = float(getattr(cfg, "target_kl", 0.0) or 0.0)
 
     def __iter__(self) -> Iterator[torch.Tensor]:
         n = self.n
         mb = max(n // int(self.cfg.minibatches), 1)
         for _ in range(int(self.cfg.epochs)):
+            kl0, count0 = self.stats["approx_kl"], self.count
             perm = torch.randperm(n, generator=self.gen)
             for start in range(0, n, mb):
                 yield perm[start : start + mb]
+            self.epochs_run += 1
+            steps = self.count - count0
+            if (
+                self.target_kl
+                and steps
+                and (self.stats["approx_kl"] - kl0) / steps > self.target_kl
+            ):
+                break
 
     def step(
         self, pg: torch.Tensor, vloss: torch.Tensor, entropy: torch.Tensor, ratio: torch.Tensor
@@ -402,4 +419,8 @@ class PPOEpochs:
         """Mean loss statistics over the steps taken, and the entropy coefficient used."""
         out = {k: v / max(self.count, 1) for k, v in self.stats.items()}
         out["ent_coef"] = self.ent_coef
+        if getattr(self.cfg, "anneal_lr", False):
+            out["lr"] = float(self.opt.param_groups[0]["lr"])
+        if self.target_kl:
+            out["ppo_epochs"] = float(self.epochs_run)
         return out

@@ -438,6 +438,13 @@ def _check_algo(a: DictConfig, shield: str) -> None:
     for key in _UNIT:
         if key in a:
             _check(0.0 <= float(a[key]) <= 1.0, f"algo.{key}", a[key], "need a number in [0, 1]")
+    if "target_kl" in a:
+        _check(
+            float(a.target_kl) >= 0,
+            "algo.target_kl",
+            a.target_kl,
+            "need a number >= 0 (0: never stop an update's epochs early)",
+        )
     if "ent_coef_start" in a:
         _check(
             float(a.ent_coef_start) >= 0 and float(a.ent_coef_end) >= 0,
