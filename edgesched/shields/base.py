@@ -20,8 +20,12 @@ policy's probabilities for learned schedulers, or :func:`default_preferences` (a
 least-loaded ranking that keeps the proposal first) for policies that give none.
 
 Shields read the simulator only through its read-only
-:class:`~edgesched.envs.view.ClusterView`, and test collisions with the simulator's own
-:func:`~edgesched.envs.view.colliding_nodes`.
+:class:`~edgesched.envs.batch_view.BatchView` (every copy of a batched simulator, or the one
+copy a :class:`~edgesched.envs.view.ClusterView` shows), and test collisions with the
+simulator's own :func:`~edgesched.envs.view.colliding_nodes`. They work on the copies'
+agents and nodes flattened copy-major (agent and node ``b*N + i``): copies never share a
+node, so one call decides every copy exactly as a shield per copy would, and a lone
+simulator is the case of one copy.
 """
 
 from __future__ import annotations
