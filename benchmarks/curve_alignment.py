@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     rep.print("At the same environment steps (each budget's end):")
     rep.print("| steps | " + " | ".join(g.name for g in groups) + " |")
     rep.print("|---|" + "---|" * len(groups))
-    for anchor in [g.budget for g in groups]:
+    for anchor in sorted({g.budget for g in groups}):  # two variants may share a budget
         cells = []
         for g in groups:
             k = g.nearest(anchor) if anchor <= g.budget + 1 else None
