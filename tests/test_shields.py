@@ -388,6 +388,7 @@ def test_batched_shield_equals_a_lone_shield_per_copy(name, shield, kwargs):
     assert batch.num_copies == copies and lone[0].num_copies == 1
     rng = np.random.default_rng(5)
     seen = dict.fromkeys(("interventions", "rounds", "residual_collisions", "invalid"), 0)
+    uneven = 0  # rounds in which the copies used different numbers of shield rounds
     for step in range(40):
         mask = sim.mask_batched
         score = rng.random(mask.shape) + mask
@@ -411,6 +412,7 @@ def test_batched_shield_equals_a_lone_shield_per_copy(name, shield, kwargs):
             for k in seen:
                 seen[k] += getattr(want, k)
         assert untimed.compute_s == untimed.compute_total_s > 0
+        uneven += len(set(untimed.rounds.tolist())) > 1
         sim.step(untimed.actions)
         done = np.flatnonzero(sim.terminated | sim.truncated)
         if len(done):
@@ -418,7 +420,8 @@ def test_batched_shield_equals_a_lone_shield_per_copy(name, shield, kwargs):
     # the rounds that matter happened: denials, invalid proposals, and (regional) messages
     assert seen["interventions"] > 10 and seen["invalid"] > 0
     if shield == "regional":
-        assert seen["rounds"] > 0
+        # per-copy round budgets were exercised: copies of one call spent different rounds
+        assert seen["rounds"] > 0 and uneven > 0
 
 
 def test_a_shield_over_several_copies_refuses_one_copys_actions():
