@@ -421,6 +421,10 @@ _POSITIVE = (
     "forecast_refit",
 )
 _UNIT = ("exploration_fraction", "exploration_final_eps")
+_NON_NEGATIVE = {
+    "target_kl": "need a number >= 0 (0: never stop an update's epochs early)",
+    "queue_shaping": "need a non-negative weight (0 turns the shaping off)",
+}
 
 
 def _check_algo(a: DictConfig, shield: str) -> None:
@@ -438,13 +442,9 @@ def _check_algo(a: DictConfig, shield: str) -> None:
     for key in _UNIT:
         if key in a:
             _check(0.0 <= float(a[key]) <= 1.0, f"algo.{key}", a[key], "need a number in [0, 1]")
-    if "target_kl" in a:
-        _check(
-            float(a.target_kl) >= 0,
-            "algo.target_kl",
-            a.target_kl,
-            "need a number >= 0 (0: never stop an update's epochs early)",
-        )
+    for key, what in _NON_NEGATIVE.items():
+        if key in a:
+            _check(float(a[key]) >= 0.0, f"algo.{key}", a[key], what)
     if "ent_coef_start" in a:
         _check(
             float(a.ent_coef_start) >= 0 and float(a.ent_coef_end) >= 0,
@@ -493,13 +493,6 @@ def _check_algo(a: DictConfig, shield: str) -> None:
             a.work_conserving,
             "a work-conserving head needs algo.action_masking=true (the mask is what removes "
             "the pass action while a placement fits)",
-        )
-    if "queue_shaping" in a:
-        _check(
-            float(a.queue_shaping) >= 0.0,
-            "algo.queue_shaping",
-            a.queue_shaping,
-            "need a non-negative weight (0 turns the shaping off)",
         )
     if "collision_penalty" in a:
         _check(
