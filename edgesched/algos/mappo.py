@@ -52,6 +52,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from edgesched.envs.view import CAPACITY_EPS
 from edgesched.policy import EnvSpec
 
 from .common import (
@@ -376,7 +377,7 @@ class PPOTrainer:
                 at = np.flatnonzero(step_of == s_)
                 c, i = cs[at], ag[at]
                 ok = eff[c, i, 1:] & (jobs[at] >= 0) & (nodes[at] >= 0)
-                ok &= (alloc[at] <= room[c[:, None], rows[at]] + 1e-9).all(-1)
+                ok &= (alloc[at] <= room[c[:, None], rows[at]] + CAPACITY_EPS).all(-1)
                 eff[c, i, 1:] = ok
                 z = np.where(eff[c, i], logits[c, i], -np.inf)
                 p = np.exp(z - z.max(axis=1, keepdims=True))

@@ -165,8 +165,13 @@ class RegionalShield(Shield):
                 pending = pending[:0]
                 break
 
-            replan = partial(self._replan, frame, pending[den], targets[den], act, prefs, tried)
-            clock.phase(claimant[den], nb * n_reg, partial(replan, room, known))
+            clock.phase(
+                claimant[den],
+                nb * n_reg,
+                partial(
+                    self._replan, frame, pending[den], targets[den], act, prefs, tried, room, known
+                ),
+            )
             den_agents = pending[den]
             pending = den_agents[act[den_agents] > 0]
         if settle:
