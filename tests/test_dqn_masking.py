@@ -273,30 +273,38 @@ def test_central_view_mask_is_fresh_after_every_step_and_reset():
     rng = np.random.default_rng(0)
     for i in range(300):
         m = env.action_masks()
-        np.testing.assert_array_equal(m, env._compute_mask())
+        np.testing.assert_array_equal(m, env.heads._compute_masks()[0])
         m[:] = False  # the caller's copy: mutating it leaves the view's mask intact
         assert env.action_masks()[0] or env.action_masks()[1:].any()
         _, _, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(env.action_masks()))))
         if term or trunc:
             env.reset(seed=5 + i)
-            np.testing.assert_array_equal(env.action_masks(), env._compute_mask())
+            np.testing.assert_array_equal(env.action_masks(), env.heads._compute_masks()[0])
 
 
-def test_a_central_view_pickled_before_the_mask_memo_still_steps():
-    """Checkpoints pickle the head's training view; one written before the memo existed
-    has no ``_mask_memo`` in its state and must resume."""
+def test_a_pickled_central_view_resumes_and_an_old_layout_is_refused():
+    """Checkpoints pickle the head's training view: a current one resumes bit for bit; one
+    pickled before the head's dynamics moved into CentralHeads is refused by name."""
     import pickle
 
     env = EdgeSchedCentralEnv("edge10", max_slots=20)
     env.reset(seed=1)
     env.action_masks()
-    state = env.__dict__
-    state.pop("_mask_memo", None)
-    old = pickle.loads(pickle.dumps(env))
-    assert "_mask_memo" not in vars(old)
-    mask = old.action_masks()
-    old.step(int(np.flatnonzero(mask)[-1]))
-    np.testing.assert_array_equal(old.action_masks(), old._compute_mask())
+    twin = pickle.loads(pickle.dumps(env))
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        a = int(rng.choice(np.flatnonzero(env.action_masks())))
+        o1, r1, t1, u1, _ = env.step(a)
+        o2, r2, t2, u2, _ = twin.step(a)
+        np.testing.assert_array_equal(o1, o2)
+        assert (r1, t1, u1) == (r2, t2, u2)
+        if t1 or u1:
+            break
+    old = {k: v for k, v in vars(env).items() if k != "heads"}
+    old |= {"_round": np.zeros(0, np.int64), "_cursor": 0}
+    fake = EdgeSchedCentralEnv.__new__(EdgeSchedCentralEnv)
+    with pytest.raises(ValueError, match="before the batched central view"):
+        fake.__setstate__(old)
 
 
 def test_a_policy_trained_with_shape_changing_overrides_reloads(tmp_path):

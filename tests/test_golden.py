@@ -715,7 +715,7 @@ def test_central_head_visits_jobs_in_aged_class_order():
     overtakes = 0
     while sim.t < 12:
         t0 = sim.t
-        round_ = env._round.tolist()
+        round_ = env.heads.round_of(0).tolist()
         eff = np.maximum(sim.j_prio - (sim.t - sim.j_arrival) // every, 0)
         assert round_ == sorted(np.flatnonzero(sim.status == QUEUED), key=lambda j: (eff[j], j))
         overtakes += sum(

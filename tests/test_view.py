@@ -448,9 +448,9 @@ def test_the_scanner_finds_private_reads() -> None:
     ]
 
 
-READERS_IN_ENVS = ("central.py",)
+READERS_IN_ENVS = ("central.py", "central_core.py")
 """Modules inside ``edgesched/envs`` that are consumers of the simulator, not part of it: the
-Gymnasium central view reads through its ClusterView too."""
+Gymnasium central view and its batched core read through the views too."""
 
 
 def _modules_outside_envs() -> list[Path]:

@@ -176,6 +176,63 @@ class BatchView(SharedStatics):
         ids = (np.asarray(copies) + self._b0) * sim.job_capacity + np.asarray(jobs)
         return sim.j_alloc[ids, levels]
 
+    # ------------------------------------------------------------------ per (copy, job)
+    def _job_ids(self, copies: np.ndarray, jobs: np.ndarray, valid: bool = True) -> np.ndarray:
+        """Simulator ids of local ``jobs`` of ``copies`` (int arrays, broadcast).
+
+        -1 (an empty slot) is kept unless ``valid`` says there is none.
+        """
+        ids = (copies + self._b0) * self._sim.job_capacity + jobs
+        return ids if valid else np.where(jobs >= 0, ids, -1)
+
+    def job_feature_rows(self, copies: np.ndarray, jobs: np.ndarray) -> np.ndarray:
+        """Observation features of local ``jobs`` of ``copies`` (-1: empty), (..., F), fresh."""
+        return self._sim._job_features(self._job_ids(copies, jobs, valid=False))
+
+    def alloc_allowed(self, copies: np.ndarray, jobs: np.ndarray) -> np.ndarray:
+        """(..., L) whether each of local ``jobs`` of ``copies`` may take each level; fresh.
+
+        ``jobs`` must be valid ids (>= 0).
+        """
+        return self._sim.j_alloc_ok[self._job_ids(copies, jobs)]
+
+    def job_home(self, copies: np.ndarray, jobs: np.ndarray) -> np.ndarray:
+        """Local agent at whose queue each of local ``jobs`` of ``copies`` arrived; fresh.
+
+        ``jobs`` must be valid ids (>= 0).
+        """
+        ids = self._job_ids(copies, jobs)
+        return self._sim.j_home[ids] - (copies + self._b0) * self._sim.agents_per_copy
+
+    def job_status(self, copies: np.ndarray, jobs: np.ndarray) -> np.ndarray:
+        """Status code (``NOT_ARRIVED .. DONE``) of local ``jobs`` of ``copies``; fresh.
+
+        ``jobs`` must be valid ids (>= 0).
+        """
+        return self._sim.status[self._job_ids(copies, jobs)]
+
+    def queue_lengths(self) -> np.ndarray:
+        """(B, N) queued jobs per agent now, fresh (see ``ClusterView.queue_lengths``)."""
+        self._sim._update_qlen()
+        return self._batched(self._sim.qlen).copy()
+
+    # ------------------------------------------------------------------ observations
+    @property
+    def clock(self) -> np.ndarray:
+        """(B,) the current slot of each copy, fresh."""
+        return self._sim.tc[self._b0 : self._b0 + self._nb].copy()
+
+    def node_feature_rows(self) -> np.ndarray:
+        """(B, N, NODE_FEATURES) current (not delayed) node features, fresh."""
+        return self._batched(self._sim._node_features())
+
+    def time_features(self) -> np.ndarray:
+        """(B, 2) sine and cosine of each copy's time of day, fresh."""
+        tf = self._sim._time_features()
+        if tf.ndim == 1:  # a lone simulator's one row
+            return tf[None].copy()
+        return self._batched(tf)[:, 0].copy()
+
     def view(self, b: int) -> Any:  # a ClusterView (view.py imports this module)
         """The :class:`ClusterView` of viewed copy ``b`` (``0 <= b < B``)."""
         if not 0 <= int(b) < self._nb:

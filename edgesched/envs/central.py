@@ -8,15 +8,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from .central_core import CentralHeads
 from .config import SimConfig
-from .core import (
-    NODE_FEATURES,
-    OBS_BOUND,
-    QUEUED,
-    STEP_INFO_KEYS,
-    EdgeClusterSim,
-    InvalidActionError,
-)
+from .core import OBS_BOUND, STEP_INFO_KEYS, InvalidActionError
 from .render import check_render_mode, render_sim
 from .scenarios import Scenario, scenario_config
 from .view import ClusterView
@@ -43,7 +37,11 @@ class EdgeSchedCentralEnv(gym.Env):
     Observation:
         ``Box(float32, (F + N*(NODE_FEATURES+1) + 3,))``: the current job's features (as in
         the multi-agent view), every node's features plus its log bandwidth to the job's home
-        node, and (queued jobs / 10, position in the round / 10, time-of-day sine).
+        node, and (queued jobs / 10, position in the round / 10, time-of-day sine). The
+        nodes' queue-length feature is counted when the head's slot began (before that
+        slot's arrivals, or after them under ``pending_refill='on_advance'``), not after
+        each placement: that lag is how every head so far was trained and evaluated, so it
+        is kept (the other node features are current).
 
     Action:
         ``Discrete(1 + N*L)``: 0 passes over the job; ``1 + n*L + l`` places its next worker
@@ -77,6 +75,12 @@ class EdgeSchedCentralEnv(gym.Env):
         (:data:`edgesched.protocol.SCALAR_METRICS`; ``None`` until an episode ends, cleared by
         ``reset``).
 
+    Batched:
+        :attr:`heads` is the central view's core
+        (:class:`~edgesched.envs.central_core.CentralHeads`) for one copy; trainers step
+        ``CentralHeads(config, copies=B)`` to run B heads as one array program, each copy
+        bit for bit this view on the same workload and actions.
+
     Arguments:
         scenario: registered scenario name or a :class:`SimConfig`.
         render_mode: ``None``, ``"ansi"`` or ``"rgb_array"``.
@@ -103,23 +107,13 @@ class EdgeSchedCentralEnv(gym.Env):
         v1, later: scenario options and ``edge50-trace`` v2 (per-job replay windows,
             records that never ran dropped); :class:`~edgesched.envs.parallel.EdgeSchedParallelEnv`
             has the details.
+        v1, API: the head's dynamics moved into the batched
+            :class:`~edgesched.envs.central_core.CentralHeads` (this view is its one-copy
+            case); trajectories unchanged (``scripts/trajectory_hash.py``'s ``central:``
+            cases). A view pickled by an earlier version is refused when unpickled.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
-    # class-level defaults: views pickled in checkpoints before these existed still step
-    _mask_memo: np.ndarray | None = None
-    _view: ClusterView | None = None
-
-    @property
-    def view(self) -> ClusterView:
-        """The read-only view of the simulator: everything the head reads goes through it.
-
-        The head drives the simulator through its public steps (``place``, ``advance``,
-        ``reset``).
-        """
-        if self._view is None:
-            self._view = self.sim.view()
-        return self._view
 
     def __init__(
         self, scenario: str | SimConfig = "edge10", render_mode: str | None = None, **overrides: Any
@@ -127,19 +121,33 @@ class EdgeSchedCentralEnv(gym.Env):
         self.scenario: Scenario | None
         self.scenario, cfg = scenario_config(scenario, overrides)
         self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
-        self.sim = EdgeClusterSim(cfg)
-        view = self.view
-        n, lv = cfg.num_nodes, view.num_levels
-        self.num_levels = lv
+        self.heads = CentralHeads(cfg)
+        self.sim = self.heads.sim
+        self.num_levels = self.heads.num_levels
         self.observation_space = spaces.Box(
-            -OBS_BOUND,
-            OBS_BOUND,
-            (view.job_features + n * (NODE_FEATURES + 1) + 3,),
-            np.float32,
+            -OBS_BOUND, OBS_BOUND, (self.heads.obs_size,), np.float32
         )
-        self.action_space = spaces.Discrete(1 + n * lv)
-        self._log_bw = np.log10(view.cluster.pair_bw + 1.0).astype(np.float32) / 2.0
+        self.action_space = spaces.Discrete(self.heads.num_actions)
         self._last_metrics: dict[str, Any] | None = None
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if "heads" not in state:
+            # pickled before the head's dynamics moved into CentralHeads (a dqn_central
+            # checkpoint's environment): it cannot continue its episode
+            raise ValueError(
+                "this EdgeSchedCentralEnv was pickled by an edgesched version before the "
+                "batched central view (CentralHeads); it cannot be restored. Start the run "
+                "again, or resume it with the edgesched version that wrote it"
+            )
+        self.__dict__.update(state)
+
+    @property
+    def view(self) -> ClusterView:
+        """The read-only view of the simulator.
+
+        The head's decisions run through :attr:`heads`, the central view's core for one copy.
+        """
+        return self.sim.view()
 
     @property
     def last_episode_metrics(self) -> dict[str, Any] | None:
@@ -150,63 +158,9 @@ class EdgeSchedCentralEnv(gym.Env):
         """
         return self._last_metrics
 
-    # ------------------------------------------------------------------ helpers
-    def _new_round(self) -> None:
-        view = self.view
-        queued = np.flatnonzero(view.queued)
-        key = view.queue_key(queued)
-        every = view.config.priority_aging_slots
-        if every:
-            # the aged class the multi-agent queues use (EdgeClusterSim._age_queues)
-            waited = view.clock - view.job_arrival[queued]
-            eff = np.maximum(view.job_priority[queued] - waited // every, 0)
-            key = eff * (view.num_jobs + 1) + queued
-        self._round = queued[np.argsort(key, kind="stable")]
-        self._cursor = 0
-
-    def _current_job(self) -> int:
-        return int(self._round[self._cursor])
-
-    def _mask(self) -> np.ndarray:
-        # memoized until the next step or reset: a learner reads action_masks() and step()
-        # checks the same mask, each decision
-        if self._mask_memo is not None:
-            return self._mask_memo
-        self._mask_memo = mask = self._compute_mask()
-        return mask
-
-    def _compute_mask(self) -> np.ndarray:
-        view = self.view
-        mask = np.zeros(self.action_space.n, dtype=bool)
-        mask[0] = True
-        if self._cursor < len(self._round):
-            j = self._current_job()
-            free = view.free
-            fits = (view.alloc_table[j][None, :, :] <= free[:, None, :] + 1e-9).all(-1)
-            mask[1:] = (fits & view.alloc_allowed[j][None, :]).ravel()
-        return mask
-
-    def _obs(self) -> np.ndarray:
-        view = self.view
-        has_job = self._cursor < len(self._round)
-        j = self._current_job() if has_job else -1
-        jf = view.job_feature_rows(np.array([j]))[0]
-        home = view.job_home[j] if has_job else 0
-        bw = self._log_bw[home] * has_job
-        nf = view.node_feature_rows()
-        extra = np.array(
-            [
-                min(len(self._round), 1e4) / 10.0,
-                min(self._cursor, 1e4) / 10.0,
-                view.time_features()[0],
-            ],
-            np.float32,
-        )
-        return np.concatenate([jf, np.concatenate([nf, bw[:, None]], 1).ravel(), extra])
-
     def action_masks(self) -> np.ndarray:
         """Feasible actions for the current decision (for maskable learners)."""
-        return self._mask().copy()
+        return self.heads.masks()[0].copy()
 
     # ------------------------------------------------------------------ API
     def reset(
@@ -219,32 +173,19 @@ class EdgeSchedCentralEnv(gym.Env):
         held-out workloads as every other scheduler).
         """
         super().reset(seed=seed)
-        self._mask_memo = None
         ws = (options or {}).get("workload_seed")
         if ws is not None:
             if not isinstance(ws, int | np.integer) or ws < 0:
                 raise ValueError(f"options['workload_seed'] must be an integer >= 0; got {ws!r}")
-            self.sim.reset(int(ws))
+            self.heads.reset([int(ws)])
         else:
             # derive the simulator seed from the env's seeded generator so reset(seed=None)
             # continues a reproducible stream
-            self.sim.reset(int(self.np_random.integers(2**63 - 1)))
-        self._new_round()
+            self.heads.reset([int(self.np_random.integers(2**63 - 1))])
         self._last_metrics = None
-        # No clock advance here: if nothing is queued yet, the first decision is a "wait"
-        # (only action 0 allowed), so reset never returns an already-finished episode.
         info = dict.fromkeys(INFO_KEYS, 0)
         info["slot"] = self.view.clock
-        return self._obs(), info
-
-    def _advance_until_decision(self) -> float:
-        """Advance the clock while no job is waiting for a decision; return the reward."""
-        sim = self.sim
-        reward = 0.0
-        while self._cursor >= len(self._round) and not (sim.terminated or sim.truncated):
-            reward += sim.advance()
-            self._new_round()
-        return reward
+        return self.heads.observations()[0], info
 
     def _action_int(self, action: Any) -> int:
         """``action`` as a Python int; non-integers (bools included) raise."""
@@ -260,50 +201,16 @@ class EdgeSchedCentralEnv(gym.Env):
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Decide for the current job's next worker (see class docstring)."""
-        sim = self.sim
-        if sim.terminated or sim.truncated:
+        if self.sim.terminated or self.sim.truncated:
             raise RuntimeError("step() called on a finished episode; call reset() first")
         a = self._action_int(action)
-        info = dict.fromkeys(INFO_KEYS, 0)
-        mask = self._mask()
-        self._mask_memo = None  # the decision below changes the state
-        if not 0 <= a < len(mask) or not mask[a]:
-            if self.view.config.invalid_action == "raise":
-                # refuse before counting: a refused step leaves the simulator as it was
-                raise InvalidActionError(
-                    f"action {a} is {'masked' if 0 <= a < len(mask) else 'out of range'}; "
-                    f"allowed now: {np.flatnonzero(mask).tolist()[:20]} (action space "
-                    f"0..{len(mask) - 1}; invalid_action='defer' would pass over the job)"
-                )
-            sim.count_invalid(np.array([0]))
-            info["invalid_actions"] = 1
-            a = 0
-        t0 = self.view.clock
-        if a == 0:
-            self._cursor += 1
-        else:
-            j = self._current_job()
-            node, level = divmod(a - 1, self.num_levels)
-            pinfo = sim.place(
-                np.array([self.view.job_home[j]]),
-                np.array([j]),
-                np.array([node]),
-                np.array([level]),
-            )
-            for k in ("proposals", "placements", "collisions", "rejected", "task_conflicts"):
-                info[k] = int(pinfo[k])
-            if self.view.job_status[j] != QUEUED:
-                self._cursor += 1
-        reward = self._advance_until_decision()
-        sim.return_sum[0] += reward
-        terminated, truncated = sim.terminated, sim.truncated
-        info["slot"] = self.view.clock
-        info["advanced"] = info["slot"] - t0
+        rewards, step_info = self.heads.step([a])
+        info = {k: int(step_info[k][0]) for k in INFO_KEYS}
+        reward = float(rewards[0])
+        terminated, truncated = self.sim.terminated, self.sim.truncated
         if terminated or truncated:
-            m = sim.episode_metrics()
-            m["episode_return_mean"] = float(sim.return_sum[0])
-            self._last_metrics = m
-        return self._obs(), reward, terminated, truncated, info
+            self._last_metrics = self.heads.episode_metrics(0)
+        return self.heads.observations()[0], reward, terminated, truncated, info
 
     def render(self) -> str | np.ndarray | None:
         """Render per ``render_mode`` (text table or load heatmap)."""

@@ -23,6 +23,9 @@ NODE_FEATURES = 9
 """Per-node features: free fraction (3), capacity / max capacity (3), speed / max speed,
 running workers / 8, queue length / 10."""
 
+QLEN_FEATURE = 8
+"""Column of the queue length / 10 among the :data:`NODE_FEATURES`."""
+
 
 class ObservationMixin:
     """Observation, mask and state computation of :class:`~edgesched.envs.core.EdgeClusterSim`.
@@ -94,7 +97,7 @@ class ObservationMixin:
             free = self.capacity - self.used
         np.multiply(free, self._inv_cap, out=nf[:, :3])
         nf[:, 7] = self.node_workers / 8.0
-        nf[:, 8] = np.minimum(self.qlen, 1e4) / 10.0
+        nf[:, QLEN_FEATURE] = np.minimum(self.qlen, 1e4) / 10.0
         return nf
 
     def _job_features(self, jobs: np.ndarray) -> np.ndarray:
@@ -166,7 +169,7 @@ class ObservationMixin:
         obs[:, :NODE_FEATURES] = nf
         o = NODE_FEATURES
         obs[:, o : o + 2] = self._time_features()
-        obs[:, o + 2] = nf[:, 8]
+        obs[:, o + 2] = nf[:, QLEN_FEATURE]
         o += 3
         obs[:, o : o + jf[0].size] = jf.reshape(n, -1)
         nbr = obs[:, o + jf[0].size :].reshape(n, self.k1, NODE_FEATURES + 3)

@@ -180,7 +180,12 @@ class ClusterView(SharedStatics):
 
     @property
     def queue_lengths(self) -> np.ndarray:
-        """(N,) queued jobs per agent, read-only."""
+        """(N,) queued jobs per agent now, read-only.
+
+        Current even between steps (the simulator counts its queues lazily, at its next
+        step or clock advance; views that drive placements themselves read in between).
+        """
+        self._sim._update_qlen()
         return _readonly(self._sim.qlen[self._ag()])
 
     def queued_pairs(self) -> tuple[np.ndarray, np.ndarray]:

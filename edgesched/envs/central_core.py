@@ -1,0 +1,321 @@
+"""The cluster head's dynamics on B copies of a scenario at once (the central view's core).
+
+:class:`~edgesched.envs.central.EdgeSchedCentralEnv` (Gymnasium) is the case B = 1 of
+:class:`CentralHeads`; trainers that want many heads' experience per call (``dqn_central``)
+step B copies as one array program: one placement call and one clock call per step for all
+copies, observations and masks computed for all copies together. What stays per copy in
+Python is the start of a head's round (sorting that copy's queued jobs), once per slot.
+
+Each copy runs the same rule as a lone head: every slot the head walks through the queued
+jobs in priority order and decides for each job's next worker (place it on a node at a
+level, or pass over the job until the next slot); when every queued job has been visited,
+that copy's clock advances. Copy ``b`` reset with workload seed ``s`` is bit-identical to a
+lone head reset with ``s`` under the same actions (``tests/test_central_batched.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .config import SimConfig
+from .core import NODE_FEATURES, QUEUED, STEP_INFO_KEYS, EdgeClusterSim, InvalidActionError
+from .observe import QLEN_FEATURE
+
+__all__ = ["CentralHeads"]
+
+
+class CentralHeads:
+    """B cluster heads, one per copy of a scenario, stepped together.
+
+    Args:
+        config: the scenario's parameters (validated).
+        copies: B; ``1`` runs a lone simulator (the Gymnasium view's case).
+
+    Attributes:
+        sim: the simulator (lone for one copy, batched otherwise).
+        copies: B.
+        num_actions: ``1 + N * L`` per head.
+        obs_size: features per head's observation.
+    """
+
+    def __init__(self, config: SimConfig, copies: int = 1) -> None:
+        if isinstance(copies, bool) or not isinstance(copies, int | np.integer) or copies < 1:
+            raise ValueError(f"copies={copies!r}: need an integer >= 1")
+        self.copies = int(copies)
+        # one copy runs a lone simulator (its Python-scalar fast paths)
+        self.sim = EdgeClusterSim(config, copies=None if self.copies == 1 else self.copies)
+        self.view = self.sim.batch_view()
+        n, lv = self.view.num_agents, self.view.num_levels
+        self.num_nodes, self.num_levels = n, lv
+        self.num_actions = 1 + n * lv
+        self.obs_size = self.sim.job_features + n * (NODE_FEATURES + 1) + 3
+        self._log_bw = np.log10(self.view.cluster.pair_bw + 1.0).astype(np.float32) / 2.0
+        self._rounds: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * self.copies
+        self._cursor = np.zeros(self.copies, dtype=np.int64)
+        self._lens = np.zeros(self.copies, dtype=np.int64)  # len(self._rounds[b])
+        # each copy's current job (local id; -1 once its round is through), kept in step
+        # with the cursors: read several times per decision
+        self._jobs = np.full(self.copies, -1, dtype=np.int64)
+        # the queue-length node feature as a lone head has always seen it: counted when
+        # its slot began (see observations), kept per copy
+        self._qlen_seen = np.zeros((self.copies, n), dtype=np.int64)
+        self._refill_on_advance = config.pending_refill == "on_advance"
+        self._mask_memo: np.ndarray | None = None
+        self._all = np.arange(self.copies)
+        self._levels = np.arange(lv)[None, :]
+
+    # ------------------------------------------------------------------ episode state
+    @property
+    def ended(self) -> np.ndarray:
+        """(B,) bool, copies whose episode terminated or was truncated."""
+        sim = self.sim
+        if self.copies == 1:
+            return np.array([sim.terminated or sim.truncated])
+        return sim.terminated | sim.truncated
+
+    def end_flags(self) -> tuple[np.ndarray, np.ndarray]:
+        """(B,) terminated and (B,) truncated, fresh."""
+        return (
+            np.array(np.atleast_1d(self.sim.terminated)),
+            np.array(np.atleast_1d(self.sim.truncated)),
+        )
+
+    def round_of(self, b: int) -> np.ndarray:
+        """Copy ``b``'s current round: its queued jobs (local ids) in visiting order."""
+        return self._rounds[b].copy()
+
+    def cursor_of(self, b: int) -> int:
+        """Position of copy ``b``'s head in its round."""
+        return int(self._cursor[b])
+
+    def reset(self, seeds: list[int]) -> None:
+        """Start an episode in every copy, copy ``b`` on workload seed ``seeds[b]``."""
+        if len(seeds) != self.copies:
+            raise ValueError(f"seeds has {len(seeds)} entries; need copies={self.copies}")
+        self.sim.reset(seeds=[int(s) for s in seeds])
+        self._restart(self._all)
+
+    def reset_copies(self, copies: np.ndarray, seeds: list[int]) -> None:
+        """Start a new episode in each of ``copies`` (workload ``seeds``); others keep going."""
+        copies = np.asarray(copies, dtype=np.int64)
+        self.sim.reset_copies(copies.tolist(), [int(s) for s in seeds])
+        self._restart(copies)
+
+    def _restart(self, copies: np.ndarray) -> None:
+        self._mask_memo = None
+        self._qlen_seen[copies] = self.view.queue_lengths()[copies]
+        for b in copies.tolist():
+            self._new_round(b)
+        # No clock advance here: if nothing is queued yet, the first decision is a "wait"
+        # (only action 0 allowed), so a reset never returns an already-finished episode.
+
+    def _new_round(self, b: int) -> None:
+        view = self.view.view(b)
+        queued = np.flatnonzero(view.queued)
+        key = view.queue_key(queued)
+        every = view.config.priority_aging_slots
+        if every:
+            # the aged class the multi-agent queues use (queues.py's aging)
+            waited = view.clock - view.job_arrival[queued]
+            eff = np.maximum(view.job_priority[queued] - waited // every, 0)
+            key = eff * (view.num_jobs + 1) + queued
+        self._rounds[b] = r = queued[np.argsort(key, kind="stable")]
+        self._cursor[b] = 0
+        self._lens[b] = len(r)
+        self._jobs[b] = r[0] if len(r) else -1
+
+    def _move_on(self, b: int) -> None:
+        """Advance copy ``b``'s cursor to its round's next job."""
+        self._cursor[b] = c = self._cursor[b] + 1
+        self._jobs[b] = self._rounds[b][c] if c < self._lens[b] else -1
+
+    def _current(self) -> tuple[np.ndarray, np.ndarray]:
+        """(B,) each copy's current job (local id, -1 at a round's end) and (B,) bool has."""
+        return self._jobs, self._jobs >= 0
+
+    def queued_counts(self) -> np.ndarray:
+        """(B,) jobs waiting in a queue in each copy."""
+        return np.array([np.count_nonzero(self.view.view(b).queued) for b in range(self.copies)])
+
+    # ------------------------------------------------------------------ observations, masks
+    def masks(self) -> np.ndarray:
+        """(B, 1 + N*L) feasible actions of each head's current decision, read-only.
+
+        Memoized until the next step or reset: a learner reads the masks and the step
+        checks the same ones, each decision.
+        """
+        if self._mask_memo is None:
+            self._mask_memo = self._compute_masks()
+            self._mask_memo.flags.writeable = False
+        return self._mask_memo
+
+    def _compute_masks(self) -> np.ndarray:
+        jobs, has = self._current()
+        b, n, lv = self.copies, self.num_nodes, self.num_levels
+        mask = np.zeros((b, self.num_actions), dtype=bool)
+        mask[:, 0] = True
+        cp = self._all if b == 1 and has[0] else np.flatnonzero(has)
+        if len(cp):
+            j = jobs[cp]
+            table = self.view.alloc(cp[:, None], j[:, None], self._levels)  # (C, L, 3)
+            free = self.view.free[cp]  # (C, N, 3)
+            free += 1e-9
+            fits = (table[:, None, :, :] <= free[:, :, None, :]).all(-1)  # (C, N, L)
+            fits &= self.view.alloc_allowed(cp, j)[:, None, :]
+            mask[cp, 1:] = fits.reshape(len(cp), n * lv)
+        return mask
+
+    def observations(self) -> np.ndarray:
+        """(B, obs_size) float32 each head's observation (see the Gymnasium view's docstring)."""
+        jobs, has = self._current()
+        view = self.view
+        b, n, f = self.copies, self.num_nodes, self.sim.job_features
+        obs = np.empty((b, self.obs_size), np.float32)
+        obs[:, :f] = view.job_feature_rows(self._all, jobs)  # -1 hits the all-zero row
+        nodes = obs[:, f : f + n * (NODE_FEATURES + 1)].reshape(b, n, NODE_FEATURES + 1)
+        nodes[..., :NODE_FEATURES] = view.node_feature_rows()
+        nodes[..., QLEN_FEATURE] = np.minimum(self._qlen_seen, 1e4) / 10.0
+        if b == 1:
+            home = view.job_home(self._all, jobs) if has[0] else np.zeros(1, np.int64)
+        else:
+            home = np.zeros(b, dtype=np.int64)
+            cp = np.flatnonzero(has)
+            home[cp] = view.job_home(cp, jobs[cp])
+        nodes[..., NODE_FEATURES] = self._log_bw[home] * has[:, None]
+        obs[:, -3] = np.minimum(self._lens, 1e4) / 10.0
+        obs[:, -2] = np.minimum(self._cursor, 1e4) / 10.0
+        obs[:, -1] = view.time_features()[:, 0]
+        return obs
+
+    # ------------------------------------------------------------------ step
+    def check_actions(self, actions: Any) -> list[int]:
+        """``actions`` as B Python ints (range is checked by :meth:`step`).
+
+        Args:
+            actions: a (B,) integer array, or a list of B Python or numpy integers (any
+                size: an out-of-range one is then reported as given).
+
+        Raises:
+            InvalidActionError: not B integers (bools are refused).
+        """
+        if isinstance(actions, list):
+            if len(actions) == self.copies and all(
+                isinstance(x, int | np.integer) and not isinstance(x, bool | np.bool_)
+                for x in actions
+            ):
+                return [int(x) for x in actions]
+            raise InvalidActionError(
+                f"actions must be {self.copies} integers, one per head in "
+                f"[0, {self.num_actions - 1}]; got {actions!r:.200}"
+            )
+        a = np.asarray(actions)
+        if a.shape != (self.copies,) or a.dtype.kind not in "iu":
+            raise InvalidActionError(
+                f"actions must be an integer array of shape ({self.copies},), one per head "
+                f"in [0, {self.num_actions - 1}]; got shape {a.shape} dtype {a.dtype}"
+            )
+        return a.tolist()
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Decide for every head's current job's next worker; run clocks whose rounds ended.
+
+        Args:
+            actions: B int actions (:meth:`check_actions`); 0 passes over the job, ``1 +
+                n*L + l`` places its next worker on node ``n`` at level ``l``.
+
+        Returns:
+            ``(rewards, info)``: (B,) float64 rewards (the slots each copy's clock ran),
+            and (B,) int arrays under the keys of :data:`STEP_INFO_KEYS` plus ``advanced``
+            (slots run in this step).
+
+        Raises:
+            RuntimeError: some copy's episode has ended and was not reset.
+            InvalidActionError: an out-of-range or masked action while
+                ``invalid_action='raise'`` (nothing is changed then); under ``'defer'`` such
+                an action passes over the job and is counted.
+        """
+        if self.copies == 1:
+            if self.sim.terminated or self.sim.truncated:
+                raise RuntimeError("step() called on a finished episode; call reset() first")
+        elif self.ended.any():
+            raise RuntimeError(
+                f"copies {np.flatnonzero(self.ended).tolist()} have finished their episode; "
+                "reset them first"
+            )
+        # the per-copy bookkeeping is Python scalars (a few per copy): numpy's per-call cost
+        # on (B,) arrays is larger for the few copies a trainer runs
+        acts = self.check_actions(actions)
+        mask = self.masks()
+        self._mask_memo = None  # the decisions below change the state
+        n_act = self.num_actions
+        bad = [b for b, x in enumerate(acts) if not (0 <= x < n_act and mask[b, x])]
+        rows = np.zeros((len(STEP_INFO_KEYS), self.copies), np.int64)
+        info = dict(zip(STEP_INFO_KEYS, rows, strict=True))
+        if bad:
+            if self.sim.cfg.invalid_action == "raise":
+                # refuse before counting: a refused step leaves the simulator as it was
+                b0, a0 = bad[0], acts[bad[0]]
+                where = "" if self.copies == 1 else f" (copy {b0})"
+                raise InvalidActionError(
+                    f"action {a0}{where} is {'masked' if 0 <= a0 < n_act else 'out of range'}; "
+                    f"allowed now: {np.flatnonzero(mask[b0]).tolist()[:20]} (action space "
+                    f"0..{n_act - 1}; invalid_action='defer' would pass over the job)"
+                )
+            self.sim.count_invalid(np.array(bad) * self.num_nodes)
+            info["invalid_actions"][bad] = 1
+            for b in bad:
+                acts[b] = 0
+        t0 = self.view.clock
+        place = [b for b, x in enumerate(acts) if x > 0]
+        for b, x in enumerate(acts):
+            if x == 0:
+                self._move_on(b)
+        if place:
+            pl = np.array(place)
+            j = self._jobs[pl]
+            node, level = np.divmod(np.array([acts[b] for b in place]) - 1, self.num_levels)
+            n, jc = self.num_nodes, self.sim.job_capacity
+            pinfo = self.sim.place(
+                self.view.job_home(pl, j) + pl * n, j + pl * jc, node + pl * n, level
+            )
+            # one proposal per head and copies share no node, so a head's proposal cannot
+            # conflict or collide: each copy's counters are its own proposal's
+            for k in ("proposals", "placements", "collisions", "rejected", "task_conflicts"):
+                if len(place) == 1:
+                    info[k][place] = int(pinfo[k])
+                elif pinfo[k] != (len(place) if k in ("proposals", "placements") else 0):
+                    raise AssertionError(f"central heads: unexpected {k}={pinfo[k]}")
+                elif k in ("proposals", "placements"):
+                    info[k][place] = 1
+            for b, status in zip(place, self.view.job_status(pl, j).tolist(), strict=True):
+                if status != QUEUED:
+                    self._move_on(b)
+        rewards = self._advance_until_decision()
+        info["slot"] = self.view.clock
+        info["advanced"] = info["slot"] - t0
+        return rewards, info
+
+    def _advance_until_decision(self) -> np.ndarray:
+        """Run the clock of each copy whose round ended until a job waits; (B,) rewards."""
+        rewards = np.zeros(self.copies)
+        if self._jobs.min() >= 0:
+            return rewards  # every head still has a job in its round
+        need = (self._jobs < 0) & ~self.ended
+        while need.any():
+            self._qlen_seen[need] = self.view.queue_lengths()[need]
+            rewards += self.sim.advance_copies(need)
+            if self._refill_on_advance:
+                self._qlen_seen[need] = self.view.queue_lengths()[need]
+            for b in np.flatnonzero(need).tolist():
+                self._new_round(b)
+            need &= (self._jobs < 0) & ~self.ended
+        self.sim.return_sum[self._all * self.num_nodes] += rewards
+        return rewards
+
+    def episode_metrics(self, b: int) -> dict[str, Any]:
+        """Copy ``b``'s episode metrics, ``episode_return_mean`` the head's return."""
+        m = self.sim.episode_metrics() if self.copies == 1 else self.sim.episode_metrics(b)
+        m["episode_return_mean"] = float(self.sim.return_sum[b * self.num_nodes])
+        return m

@@ -1,0 +1,94 @@
+"""The central view's batched core: B heads stepped together equal B lone heads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgesched.envs import make_config
+from edgesched.envs.central import EdgeSchedCentralEnv
+from edgesched.envs.central_core import CentralHeads
+from edgesched.envs.core import InvalidActionError
+
+
+def _lockstep(name: str, copies: int, steps: int, invalid_every: int = 0, **over) -> int:
+    """Step ``copies`` batched heads beside lone views on the same workloads; return ends."""
+    cfg = make_config(name, **over)
+    heads = CentralHeads(cfg, copies=copies)
+    lone = [EdgeSchedCentralEnv(cfg) for _ in range(copies)]
+    seeds = [11 + 7 * b for b in range(copies)]
+    heads.reset(seeds)
+    for env, s in zip(lone, seeds, strict=True):
+        env.reset(options={"workload_seed": s})
+    next_seed, ends = 100, 0
+    rng = np.random.default_rng(0)
+    for i in range(steps):
+        obs, masks = heads.observations(), heads.masks()
+        for b, env in enumerate(lone):
+            np.testing.assert_array_equal(masks[b], env.action_masks())
+            np.testing.assert_array_equal(obs[b], env.heads.observations()[0])
+        acts = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+        if invalid_every and i % invalid_every == 0:
+            acts[i % copies] = heads.num_actions + 3  # out of range: deferred and counted
+        rewards, info = heads.step(acts)
+        for b, env in enumerate(lone):
+            _, r, term, trunc, linfo = env.step(int(acts[b]))
+            assert rewards[b] == r
+            assert {k: int(v[b]) for k, v in info.items()} == linfo
+            assert (bool(heads.end_flags()[0][b]), bool(heads.end_flags()[1][b])) == (term, trunc)
+        done = np.flatnonzero(heads.ended)
+        if len(done):
+            ends += len(done)
+            for b in done.tolist():
+                m = heads.episode_metrics(b)
+                np.testing.assert_equal(m, lone[b].last_episode_metrics)
+                lone[b].reset(options={"workload_seed": next_seed + b})
+            heads.reset_copies(done, [next_seed + b for b in done.tolist()])
+            next_seed += 10
+    return ends
+
+
+@pytest.mark.parametrize(
+    ("name", "over"),
+    [
+        ("edge10", {"max_slots": 12, "arrival_rate": 0.6}),
+        ("edge10", {"max_slots": 8, "priority_aging_slots": 2, "arrival_rate": 0.8}),
+        ("edge50", {"max_slots": 6}),
+        ("edge10", {"max_slots": 10, "pending_refill": "on_advance", "collision_mode": "reject"}),
+        ("tapfinger-hetero6", {"max_slots": 8}),
+    ],
+)
+def test_batched_heads_equal_lone_heads(name, over):
+    ends = _lockstep(name, copies=3, steps=600, invalid_every=13, **over)
+    assert ends >= 2  # episodes ended and copies restarted inside the run
+
+
+def test_one_copy_runs_a_lone_simulator_and_many_copies_one_batched():
+    assert CentralHeads(make_config("edge10")).sim.lone
+    heads = CentralHeads(make_config("edge10"), copies=4)
+    assert not heads.sim.lone and heads.sim.copies == 4
+
+
+def test_bad_input_is_named():
+    heads = CentralHeads(make_config("edge10", invalid_action="raise"), copies=2)
+    heads.reset([0, 1])
+    with pytest.raises(InvalidActionError, match=r"shape \(2,\)"):
+        heads.step(np.zeros(3, dtype=np.int64))
+    with pytest.raises(InvalidActionError, match="integer array"):
+        heads.step(np.zeros(2))
+    with pytest.raises(InvalidActionError, match=r"action 9999 \(copy 1\) is out of range"):
+        heads.step(np.array([0, 9999]))
+    assert heads.sim.counters_of(1).invalid_actions == 0  # refused before counting
+    with pytest.raises(ValueError, match="copies=0"):
+        CentralHeads(make_config("edge10"), copies=0)
+    with pytest.raises(ValueError, match="seeds has 1 entries"):
+        heads.reset([0])
+
+
+def test_a_finished_copy_must_be_reset_before_the_next_step():
+    heads = CentralHeads(make_config("edge10", max_slots=3), copies=2)
+    heads.reset([0, 1])
+    while not heads.ended.any():
+        heads.step(np.zeros(2, dtype=np.int64))
+    with pytest.raises(RuntimeError, match="have finished their episode"):
+        heads.step(np.zeros(2, dtype=np.int64))
