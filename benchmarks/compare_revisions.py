@@ -18,6 +18,7 @@ Usage::
     python benchmarks/compare_revisions.py --rev ef6c34d --scenarios edge50 --rounds 5
     python benchmarks/compare_revisions.py --rev ef6c34d --out benchmarks/results
     python benchmarks/compare_revisions.py --rev 9842e12 --paths array,batched
+    python benchmarks/compare_revisions.py --rev 6504d10 --paths central --scenarios edge50
     python benchmarks/compare_revisions.py --rev ce4d875 --scenarios edge50 \
         --train mappo,srole:central
     python benchmarks/compare_revisions.py --rev d0c9a3e --scenarios edge50-v0=edge50 \
@@ -49,6 +50,30 @@ if {path!r} == "batched":
     agents = edgesched.make_batched({name!r}, 1).agents_per_copy
     copies = {copies!r} or e.default_copies(agents)
     print(json.dumps(e.bench_batched({name!r}, {seconds!r}, {windows!r}, copies)))
+elif {path!r} == "central":
+    # written here, not in env_throughput.py, so that revisions without it run it too
+    import time
+    import numpy as np
+    from edgesched.envs.central import EdgeSchedCentralEnv
+    env, rng, ep = EdgeSchedCentralEnv({name!r}), np.random.default_rng(0), 0
+    env.reset(options={{"workload_seed": ep}})
+    best = 0.0
+    for _ in range({windows!r}):
+        n, busy, wall = 0, 0.0, time.perf_counter()
+        while time.perf_counter() - wall < {seconds!r} / {windows!r}:
+            t0 = time.perf_counter()
+            mask = env.action_masks()
+            busy += time.perf_counter() - t0
+            a = int(rng.choice(np.flatnonzero(mask)))  # the policy: not timed
+            t0 = time.perf_counter()
+            _, _, term, trunc, _ = env.step(a)
+            if term or trunc:
+                ep += 1
+                env.reset(options={{"workload_seed": ep}})
+            busy += time.perf_counter() - t0
+            n += 1
+        best = max(best, n / busy)
+    print(json.dumps([best, best]))  # one decision per step
 else:
     fn = e.bench_array if {path!r} == "array" else e.bench_dict
     print(json.dumps(fn({name!r}, {seconds!r}, {windows!r})))
@@ -62,14 +87,16 @@ def measure(
 
     Args:
         tree: the checkout whose ``benchmarks/env_throughput.py`` and package run.
-        path: ``"array"``, ``"dict"`` or ``"batched"``.
+        path: ``"array"``, ``"dict"``, ``"batched"`` or ``"central"`` (the Gymnasium central
+            view, one head decision per step: masks and steps timed, a random feasible
+            policy).
         name: the scenario.
         seconds: measuring time, split into ``windows`` windows (the best one counts).
         windows: see ``seconds``.
         copies: the batched path's copies (0: ``env_throughput.default_copies``).
     """
-    if path not in ("array", "dict", "batched"):
-        raise ValueError(f"path={path!r} is not allowed; use array, dict or batched")
+    if path not in ("array", "dict", "batched", "central"):
+        raise ValueError(f"path={path!r} is not allowed; use array, dict, batched or central")
     code = _SNIPPET.format(
         tree=str(tree), path=path, name=name, seconds=seconds, windows=windows, copies=copies
     )
@@ -178,7 +205,9 @@ def main(argv: list[str] | None = None) -> int:
         default="edge10,edge50,edge100,edge500,tapfinger-hetero6",
         help="comma-separated; NEW=OLD names one scenario on each side (edge50-v0=edge50)",
     )
-    p.add_argument("--paths", default="array,dict", help="comma-separated: array, dict, batched")
+    p.add_argument(
+        "--paths", default="array,dict", help="comma-separated: array, dict, batched, central"
+    )
     p.add_argument("--copies", type=int, default=0, help="batched copies (0: the default)")
     p.add_argument("--rounds", type=int, default=3, help="alternations per measurement")
     p.add_argument("--seconds", type=float, default=2.0, help="per round and side")

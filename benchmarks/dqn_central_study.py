@@ -35,9 +35,10 @@ from _report import Report, cpu_name
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", nargs="+", required=True, metavar="LABEL=DIR")
-    parser.add_argument("--out", default="", help="directory for dqn_central_study.md")
+    parser.add_argument("--out", default="", help="directory for the results file")
+    parser.add_argument("--name", default="dqn_central_study", help="results file name")
     args = parser.parse_args()
-    report = Report("dqn_central_study", args.out)
+    report = Report(args.name, args.out)
     report.print(f"machine: {cpu_name()}")
     report.print(
         f"{'variant':<18}{'discount':>10}{'shaping':>9}{'mask':>6}{'wc':>4}{'scenario':>12}"

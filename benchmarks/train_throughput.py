@@ -15,6 +15,8 @@ Usage::
     python benchmarks/train_throughput.py --threads 2   # torch threads (default: the runs' 1)
     python benchmarks/train_throughput.py --collision-mode timeshare   # the scenario's dynamics
         # under another collision mode (file suffix _timeshare), to compare with its own mode
+    python benchmarks/train_throughput.py --algo dqn_central --sweep copies=1,4,8 --rounds 2
+        # one algorithm key at several values, alternating in one run (ratios to the first)
 
 Training runs use one torch thread (``experiment.threads``), so that two runs share a
 2-core machine; ``--threads`` measures what a lone run gains from more.
@@ -31,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import OmegaConf
 
 import edgesched
@@ -73,6 +76,7 @@ def measure(
     shield: str | None = None,
     collision_mode: str = "",
     root: Path | None = None,
+    algo_overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One short training run through the real runner, timed from its ``metrics.jsonl``.
 
@@ -86,6 +90,7 @@ def measure(
         collision_mode: override of the scenario's collision mode ("" keeps its own).
         root: the checkout whose ``conf/algo`` settings apply (default: this one; another
             revision's in ``compare_revisions.py --train``).
+        algo_overrides: algorithm keys set on top of ``conf/algo`` (``--sweep``).
 
     Returns:
         ``wall`` (seconds of the training loop), ``steps`` (env steps), ``agents`` (per
@@ -95,7 +100,7 @@ def measure(
     """
     cfg = OmegaConf.structured(TrainConfig(algo=AlgoConfig(name=algo), env=EnvConfig(name=env)))
     own, default_shield = algo_settings(algo, root)
-    cfg.algo = OmegaConf.merge(cfg.algo, own)
+    cfg.algo = OmegaConf.merge(cfg.algo, own, algo_overrides or {})
     cfg.shield.name = default_shield if shield is None else shield
     if collision_mode:
         cfg.env.overrides = {"collision_mode": collision_mode}
@@ -128,6 +133,32 @@ def measure(
     }
 
 
+def _sweep(text: str) -> tuple[str, list[Any]]:
+    """``KEY=V1,V2,...`` as the key and its values (YAML-typed, as on Hydra's command line)."""
+    key, sep, values = text.partition("=")
+    items = [yaml.safe_load(v) for v in values.split(",") if v]
+    if not sep or not key or len(items) < 2:
+        raise argparse.ArgumentTypeError(f"--sweep={text!r}: need KEY=V1,V2[,...]")
+    return key, items
+
+
+def sweep(
+    algo: str, env: str, updates: int, key: str, values: list[Any], rounds: int, threads: int = 1
+) -> list[tuple[Any, float, float]]:
+    """Measure one algorithm key at each of ``values``, alternating for ``rounds`` rounds.
+
+    Returns:
+        ``(value, best env-steps/s, ratio to the first value's best)`` per value: the best
+        of its rounds, because this shared machine's speed drifts (as ``timeit`` reports).
+    """
+    best: dict[int, float] = {}
+    for _ in range(rounds):
+        for i, v in enumerate(values):
+            m = measure(algo, env, updates, threads, algo_overrides={key: v})
+            best[i] = max(best.get(i, 0.0), m["steps"] / m["wall"])
+    return [(v, best[i], best[i] / best[0]) for i, v in enumerate(values)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algo", default="mappo")
@@ -146,11 +177,37 @@ def main() -> None:
         choices=["", *COLLISION_MODES],
         help="override the scenario's collision_mode (default: the scenario's own)",
     )
+    parser.add_argument(
+        "--sweep",
+        type=_sweep,
+        default=None,
+        help="KEY=V1,V2,...: measure algo.KEY at each value, alternating (file suffix "
+        "_sweep_KEY); ratios are to the first value",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of a --sweep")
     parser.add_argument("--out", default="", help="directory for train_throughput_<algo>_<env>.md")
     args = parser.parse_args()
     if args.threads < 1:
         parser.error(f"--threads={args.threads} is not allowed; use 1 or more")
+    if args.rounds < 1:
+        parser.error(f"--rounds={args.rounds} is not allowed; use 1 or more")
     suffix = f"_threads{args.threads}" if args.threads != 1 else ""
+    if args.sweep:
+        key, values = args.sweep
+        report = Report(f"train_throughput_{args.algo}_{args.env}_sweep_{key}", args.out)
+        report.print(
+            f"edgesched {edgesched.__version__}, python {platform.python_version()}, "
+            f"{args.algo} on {args.env}, {args.updates} updates at the default rollout shape, "
+            f"{args.threads} torch thread(s), algo.{key} in {values}, {args.rounds} "
+            "alternating round(s), best round per value"
+        )
+        report.print(f"{'algo.' + key:>16}{'env-steps/s':>14}{'ratio':>8}")
+        for v, rate, ratio in sweep(
+            args.algo, args.env, args.updates, key, values, args.rounds, args.threads
+        ):
+            report.print(f"{v!s:>16}{rate:>14,.0f}{ratio:>7.2f}x")
+        report.save()
+        return
     if args.collision_mode:
         suffix += f"_{args.collision_mode}"
     m = measure(args.algo, args.env, args.updates, args.threads, args.shield, args.collision_mode)

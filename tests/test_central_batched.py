@@ -92,3 +92,14 @@ def test_a_finished_copy_must_be_reset_before_the_next_step():
         heads.step(np.zeros(2, dtype=np.int64))
     with pytest.raises(RuntimeError, match="have finished their episode"):
         heads.step(np.zeros(2, dtype=np.int64))
+
+
+def test_advance_copies_runs_the_selected_copies_only():
+    from edgesched.envs import EdgeClusterSim
+
+    sim = EdgeClusterSim(make_config("edge10"), copies=3)
+    sim.reset(seeds=[0, 1, 2])
+    rewards = sim.advance_copies(np.array([True, False, True]))
+    assert sim.tc.tolist() == [1, 0, 1] and rewards[1] == 0.0
+    with pytest.raises(ValueError, match=r"copies must be a bool array of shape \(3,\)"):
+        sim.advance_copies(np.ones(3))

@@ -15,7 +15,9 @@ def cr():
     return import_benchmark("compare_revisions")
 
 
-@pytest.mark.parametrize(("path", "copies"), [("array", 0), ("dict", 0), ("batched", 4)])
+@pytest.mark.parametrize(
+    ("path", "copies"), [("array", 0), ("dict", 0), ("batched", 4), ("central", 0)]
+)
 def test_measure_runs_the_trees_benchmark(cr, path, copies):
     rate = cr.measure(ROOT, path, "edge10", seconds=0.2, windows=1, copies=copies)
     assert rate > 0

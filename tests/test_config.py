@@ -176,6 +176,11 @@ BAD_CONFIGS = {
     "out_of_range_value": (["algo.gamma=1.5"], "algo.gamma"),
     "srole_without_shield": (["algo=srole", "shield=none"], "shield.name"),
     "dqn_central_with_shield": (["algo=dqn_central", "shield=central"], "shield.name"),
+    "dqn_central_zero_copies": (["algo=dqn_central", "algo.copies=0"], "algo.copies"),
+    "dqn_central_copies_not_dividing_an_update": (
+        ["algo=dqn_central", "algo.copies=3"],
+        "divide experiment.rollout_steps x experiment.num_envs = 512",
+    ),
     "penalty_without_shield": (["algo.collision_penalty=1.0"], "algo.collision_penalty"),
     "unknown_shield": (["shield=centrall"], "did you mean shield=central?"),
     "bad_boundary_mode": (["shield=regional", "shield.boundary=maybe"], "shield.boundary"),

@@ -54,3 +54,12 @@ def test_a_folder_without_runs_and_a_bad_argument_are_said(study, tmp_path, monk
     assert any(x.startswith("none") and "no dqn_central runs" in x for x in lines)
     with pytest.raises(SystemExit):
         _table(study, monkeypatch, capsys, "nolabel")
+
+
+def test_name_sets_the_results_file(study, tmp_path, monkeypatch, capsys):
+    _run(tmp_path / "r", 0, 20.0, 0.0, {"queue_shaping": 1.0})
+    out = tmp_path / "out"
+    argv = ["dqn_central_study.py", "--runs", f"s={tmp_path / 'r'}", "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", [*argv, "--name", "shaping_again"])
+    study.main()
+    assert (out / "shaping_again.md").is_file() and not (out / "dqn_central_study.md").exists()

@@ -102,3 +102,19 @@ def test_checkpoints_with_a_pickled_buffer_still_load():
         for k in want:
             np.testing.assert_array_equal(got[k], want[k], err_msg=k)
         assert back.model.replay_buffer.pos == 6
+
+
+def test_a_checkpoint_of_the_per_environment_wrappers_is_refused_by_name():
+    """Before CentralVecEnv, the checkpoint held SB3's DummyVecEnv of wrapped central views;
+    the view's old state cannot continue, and loading says so instead of failing later."""
+    from edgesched.algos.common import OutdatedCheckpointError
+    from edgesched.envs.central import EdgeSchedCentralEnv
+
+    tr = _trainer()
+    sd = tr.state_dict()
+    env = EdgeSchedCentralEnv("edge10", max_slots=20)
+    env.reset(seed=0)
+    del env.heads  # the old view kept its round and cursor itself, no CentralHeads
+    sd["vec_env"] = pickle.dumps(env)
+    with pytest.raises(OutdatedCheckpointError, match="DummyVecEnv of central views"):
+        _trainer().load_state_dict(sd)

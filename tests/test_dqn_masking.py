@@ -3,13 +3,16 @@ bootstrap targets and the exploration; stored configs without the key stay unmas
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from test_training import make_cfg
 
 from edgesched.algos import algo_config, config_from_dict, make_trainer
-from edgesched.algos.dqn_central import MASKED_Q, _MaskInObs, work_conserving
+from edgesched.algos.central_vec import CentralVecEnv, work_conserving
+from edgesched.algos.dqn_central import MASKED_Q
+from edgesched.envs import make_config
 from edgesched.envs.central import EdgeSchedCentralEnv
 from edgesched.envs.handle import resolve_scenario
 from edgesched.experiment.runner import run
@@ -27,13 +30,13 @@ def _trainer(masking: bool, budget: int = 200, conserving: bool = False):
 
 
 def test_mask_is_appended_to_the_observation():
-    env = _MaskInObs(EdgeSchedCentralEnv("edge10", max_slots=20))
-    obs, _ = env.reset(seed=1)
+    env = CentralVecEnv(make_config("edge10", max_slots=20), 2, seed=1, masked=True)
+    obs = env.reset()
     n = env.action_space.n
-    inner = env.unwrapped
-    np.testing.assert_array_equal(obs[-n:], inner.action_masks().astype(np.float32))
-    assert env.observation_space.contains(obs)
-    assert env.observation_space.shape[0] == inner.observation_space.shape[0] + n
+    np.testing.assert_array_equal(obs[:, -n:], env.heads.masks().astype(np.float32))
+    np.testing.assert_array_equal(obs[:, :-n], env.heads.observations())
+    assert all(env.observation_space.contains(o) for o in obs)
+    assert env.observation_space.shape[0] == env.heads.obs_size + n
 
 
 def test_infeasible_actions_get_the_masked_q_value():
@@ -155,43 +158,37 @@ def test_slot_discounting_trains_saves_and_reproduces(tmp_path):
 
 @pytest.mark.parametrize("per_slot", [True, False])
 def test_queue_shaping_is_potential_based(per_slot):
-    """Shaped minus plain discounted return telescopes to -phi(s0) + D_T * phi(s_T).
-
-    phi(s) = -k * (queued jobs); D_T the product of the transitions' discounts; phi = 0 at a
-    terminal state. So the shaping changes no policy's ranking (Ng et al. 1999).
-    """
-    from edgesched.algos.dqn_central import _TrainWorkloads
+    """Each shaped reward is the plain one plus d * phi(s') - phi(s), with phi(s) = -k *
+    (jobs queued in s), counted on a lone central view stepped beside the vector env, and
+    phi = 0 at a terminal state; so the shaping changes no policy's ranking (Ng et al.
+    1999). The potential must move: an earlier version counted every job of the workload."""
+    from edgesched.protocol import train_episode_seed
 
     k, gamma = 0.5, 0.9
-
-    def episode(shaping: float):
-        env = _TrainWorkloads(
-            EdgeSchedCentralEnv("edge10", max_slots=15),
-            seed=3,
-            shaping=shaping,
-            gamma=gamma,
-            per_slot=per_slot,
-        )
-        env.reset()
-        phi0 = -k * len(env.unwrapped.sim.view().queued)
-        rng = np.random.default_rng(0)
-        ret, disc, rewards = 0.0, 1.0, []
-        while True:
-            mask = env.unwrapped.action_masks()
-            a = int(rng.choice(np.flatnonzero(mask)))
-            _, r, term, trunc, info = env.step(a)
-            rewards.append(r)
-            ret += disc * r
-            disc *= gamma ** info["advanced"] if per_slot else gamma
-            if term or trunc:
-                phi_t = 0.0 if term else -k * len(env.unwrapped.sim.view().queued)
-                return ret, disc, phi0, phi_t, rewards
-
-    shaped, d_t, phi0, phi_t, r_shaped = episode(k)
-    plain, _, _, _, r_plain = episode(0.0)
-    assert r_shaped != r_plain  # the shaping did something
-    assert phi0 != 0.0 or phi_t != 0.0
-    assert shaped - plain == pytest.approx(-phi0 + d_t * phi_t, rel=1e-9, abs=1e-9)
+    cfg = make_config("edge10", max_slots=40, arrival_rate=0.5)
+    shaped = CentralVecEnv(cfg, 1, seed=3, shaping=k, gamma=gamma, per_slot=per_slot)
+    plain = CentralVecEnv(cfg, 1, seed=3, gamma=gamma, per_slot=per_slot)
+    twin = EdgeSchedCentralEnv(cfg)
+    shaped.reset(), plain.reset()
+    twin.reset(options={"workload_seed": train_episode_seed(3, 0, 0)})
+    rng = np.random.default_rng(0)
+    seen = set()
+    for _ in range(5000):
+        q0 = int(np.count_nonzero(twin.view.queued))
+        a = int(rng.choice(np.flatnonzero(twin.action_masks())))
+        _, r_s, done, infos = shaped.step(np.array([a]))
+        _, r_p, _, _ = plain.step(np.array([a]))
+        _, _, term, trunc, info = twin.step(a)
+        q1 = int(np.count_nonzero(twin.view.queued))
+        seen.add(q1)
+        assert infos[0]["advanced"] == info["advanced"]
+        d = gamma ** info["advanced"] if per_slot else gamma
+        expect = float(r_p[0]) + d * (0.0 if term else -k * q1) + k * q0
+        assert float(r_s[0]) == pytest.approx(expect, rel=1e-6, abs=1e-4)
+        if term or trunc:
+            assert done[0]
+            break
+    assert len(seen) > 3  # the potential moved
 
 
 def test_work_conserving_mask_drops_pass_only_while_a_placement_fits():
@@ -322,3 +319,48 @@ def test_a_policy_trained_with_shape_changing_overrides_reloads(tmp_path):
     assert linears[-1].out_features == central.action_space.n
     again = head.evaluate(env, overrides, [10_000], 1)["summary"]
     assert again["jct_mean"] == summary["jct_mean"]
+
+
+def test_heads_side_by_side_train_save_and_reproduce(tmp_path):
+    """``algo.copies=4``: four heads on one batched simulator, one gradient step per copy
+    every train_freq vector steps; the stored policy reproduces its evaluation."""
+    from edgesched.experiment.evaluation import load_policy
+
+    cfg = make_cfg(tmp_path / "run", algo="dqn_central", total_env_steps=512)
+    cfg.algo.learning_starts = 64
+    cfg.algo.copies = 4
+    cfg.algo.discount_unit = "slot"  # its buffer reads the sampled copies' discounts
+    cfg.env.overrides = {"max_slots": 15}
+    summary = run(cfg)
+    head, env, overrides = load_policy(str(tmp_path / "run" / "policy.pt"))
+    assert head.cfg.copies == 4
+    again = head.evaluate(env, overrides, [10_000], 1)["summary"]
+    assert again["jct_mean"] == summary["jct_mean"]
+
+    tr = _trainer(True, budget=400)
+    tr.cfg.copies = 4
+    tr._build(resolve_scenario("edge10", max_slots=15).config)
+    assert tr.model.n_envs == 4 and tr.model.gradient_steps == 4
+    tr.model.learn(400, reset_num_timesteps=False)
+    assert tr.model.num_timesteps == 400
+    assert len(tr.env.finished) >= 4  # every head finished episodes (15 slots each)
+    assert tr.env.episode == 4 + len(tr.env.finished)  # one training workload per episode
+
+
+def test_slot_discounts_are_read_from_the_sampled_copies():
+    """The buffer draws SB3's environment columns itself (same generator state) and reads
+    those columns' discounts: every sample's discount is that of its own transition."""
+    from edgesched.algos.dqn_central import SlotDiscountReplayBuffer
+
+    box = gym.spaces.Box(-10.0, 10.0, (2,), np.float32)
+    buf = SlotDiscountReplayBuffer(16, box, gym.spaces.Discrete(3), n_envs=3, gamma=0.5)
+    for t in range(8):
+        # copy b's transitions carry b in their observation and ran b slots
+        obs = np.array([[t, b] for b in range(3)], np.float32)
+        infos = [{"advanced": b} for b in range(3)]
+        buf.add(obs, obs, np.zeros((3, 1)), np.zeros(3), np.zeros(3), infos)
+    np.random.seed(0)  # noqa: NPY002
+    s = buf.sample(64)
+    copy = s.observations.numpy()[:, 1]
+    assert set(copy.tolist()) == {0.0, 1.0, 2.0}
+    np.testing.assert_array_equal(s.discounts.numpy().ravel(), 0.5**copy)

@@ -99,3 +99,37 @@ def test_algo_settings_read_the_default_shield_from_conf(tt, tmp_path):
     )
     own, shield = tt.algo_settings("srole", tmp_path)
     assert shield == "regional" and own.lr == 0.1 and "defaults" not in own
+
+
+def test_sweep_measures_each_value_in_alternating_rounds(
+    tt, monkeypatch, capsys, tmp_path, torch_threads_kept
+):
+    seen = []
+    real_run = tt.run
+
+    def run(cfg):
+        seen.append(int(cfg.algo.copies))
+        return real_run(cfg)
+
+    monkeypatch.setattr(tt, "run", run)
+    argv = ["train_throughput.py", "--algo", "dqn_central", "--env", "edge10", "--updates", "1"]
+    monkeypatch.setattr(
+        sys, "argv", [*argv, "--sweep", "copies=1,2", "--rounds", "2", "--out", str(tmp_path)]
+    )
+    tt.main()
+    assert seen == [1, 2, 1, 2]
+    out = capsys.readouterr().out
+    assert "algo.copies in [1, 2], 2 alternating round(s)" in out
+    assert "1.00x" in out  # the first value's ratio to itself
+    assert (tmp_path / "train_throughput_dqn_central_edge10_sweep_copies.md").is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--sweep", "copies=4"], "need KEY=V1,V2"), (["--rounds", "0"], "--rounds=0")],
+)
+def test_rejects_a_bad_sweep(tt, monkeypatch, capsys, args, message):
+    monkeypatch.setattr(sys, "argv", ["train_throughput.py", *args])
+    with pytest.raises(SystemExit):
+        tt.main()
+    assert message in capsys.readouterr().err

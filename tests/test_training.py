@@ -170,17 +170,21 @@ def test_variant_label_changes_only_the_name(tmp_path, algo, shield):
     assert weights[1]["algo"]["variant"] == "b1k"
 
 
-@pytest.mark.parametrize("algo", ["mappo", "dqn_central"])
+@pytest.mark.parametrize("algo", ["mappo", "dqn_central", "dqn_central:copies=2"])
 def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path, algo):
     """Killed at any instant and resumed, a run's curve and record equal an uninterrupted
-    run's (``dqn_central``: its replay buffer, exploration and SB3 counters included)."""
+    run's (``dqn_central``: its replay buffer, exploration and SB3 counters included; with
+    two heads, the batched simulator and both heads' episodes too)."""
     updates = 12
     steps = updates * 2 * 16
+    algo, _, copies = algo.partition(":copies=")
 
     def cfg_for(path, **kw):
         cfg = make_cfg(path, algo=algo, total_env_steps=steps, **kw)
         if "learning_starts" in cfg.algo:  # learn from the buffer within the budget
             cfg.algo.learning_starts = 48
+        if copies:
+            cfg.algo.copies = int(copies)
         return cfg
 
     ref = cfg_for(tmp_path / "ref")

@@ -271,13 +271,17 @@ class DQNCentralConfig(AlgorithmConfig):
             decision) or ``slot`` (``gamma`` per slot the decision ended, so a longer queue
             does not make a slot's cost cheaper; ``SlotDiscountReplayBuffer``).
         queue_shaping: weight ``k`` of the potential-based shaping ``phi(s) = -k * (queued
-            jobs)`` (default 0: off; ``dqn_central._TrainWorkloads``). Shaping removed the
-            collapse on edge10-v1 and made edge50-v1 worse, so it is off by default
-            (``benchmarks/results/dqn_central_study.md``).
+            jobs)`` (default 0: off; ``algos.central_vec.CentralVecEnv``). Off by default;
+            the study's shaping rows were measured with a potential that did not move (see
+            ``dqn_central``'s module docstring).
         work_conserving: the head may pass over a job only when none of its placements
             fits (needs ``action_masking``; in training and evaluation). On by default: it
             removed the collapse to passing on edge10-v1 and edge50-v1
             (``benchmarks/results/dqn_central_study.md``).
+        copies: cluster heads trained side by side, as one batched simulator (SB3's DQN on
+            a ``copies``-wide vector environment, one gradient step per copy every
+            ``train_freq`` vector steps, so still one per ``train_freq`` decisions). Default
+            1: every committed entry trained one head.
     """
 
     #: what a stored config without these keys ran (they defaulted to False until the
@@ -300,6 +304,7 @@ class DQNCentralConfig(AlgorithmConfig):
     discount_unit: str = "decision"
     queue_shaping: float = 0.0
     work_conserving: bool = True
+    copies: int = 1
 
 
 def _dqn_central(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:

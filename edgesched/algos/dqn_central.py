@@ -11,11 +11,12 @@ Choices (documented because the paper gives no details):
   same number of ``env.step`` calls as the multi-agent learners' decision rounds.
 * A work-conserving, masked head (``work_conserving`` and ``action_masking``, both on by
   default). SB3's DQN has no action masks, so the head sees the central view's
-  ``action_masks()`` appended to its observation (:class:`_MaskInObs`); the Q-network drops
+  action mask appended to its observation (:class:`~.central_vec.CentralVecEnv`); the
+  Q-network drops
   those columns from its input and sets the Q-values of infeasible actions to ``-1e9``, so
   the greedy choice, the bootstrap target's max over next actions and the epsilon-greedy
   exploration all range over feasible actions only. Work-conserving, the mask also removes
-  passing over a job while one of its placements fits (:func:`work_conserving`), in
+  passing over a job while one of its placements fits (:func:`~.central_vec.work_conserving`), in
   training and at evaluation: the head decides where and how large, like the heuristics,
   not whether to wait. Without masking (``action_masking=false``, the form of the v0 and
   earlier v1 leaderboard entries) training runs the central view with
@@ -36,17 +37,27 @@ Choices (documented because the paper gives no details):
   239.5 (edge10-v1); the work-conserving head 32.2, 36.1, 34.7 (edge10-v1) and 34.5, 36.4,
   36.5 (edge50-v1). It gives up the unmasked head's best edge10 seed (26.5) for no
   collapse. Two other options stay available, off by default: the potential-based shaping
-  ``phi(s) = -k * (queued jobs)`` (``queue_shaping``, :class:`_TrainWorkloads`) charges
-  leaving a job queued to the decision that leaves it without changing the optimal policy,
-  and ``discount_unit='slot'`` (:class:`SlotDiscountReplayBuffer`) discounts by ``gamma`` per
-  slot the decision ended instead of per decision. Unmasked, shaping removed the collapse
-  on edge10-v1 (24.4, 50.6, 33.9; per slot 36.4, 39.4, 37.1) and made edge50-v1 worse (71.5,
-  133.2, 286.4; per slot 207.5 and 57.6 on two seeds); reward scaling (x0.1) and a dueling
-  Q-network, tried on the collapsing edge10 seed, did not prevent it either.
+  ``phi(s) = -k * (queued jobs)`` (``queue_shaping``) charges leaving a job queued to the
+  decision that leaves it without changing the optimal policy, and ``discount_unit='slot'``
+  (:class:`SlotDiscountReplayBuffer`) discounts by ``gamma`` per slot the decision ended
+  instead of per decision. The study's shaping rows (unmasked: edge10-v1 24.4, 50.6, 33.9,
+  per slot 36.4, 39.4, 37.1; edge50-v1 71.5, 133.2, 286.4, per slot 207.5 and 57.6) were
+  measured with a defect: the potential counted every job of the workload, not the queued
+  ones, so it never moved within an episode and the "shaping" was a constant bonus per
+  decision (``k * J * (1 - gamma)``) plus ``k * J`` at the end. They do not measure queue
+  shaping; the potential now counts the queued jobs. Reward scaling (x0.1) and a dueling
+  Q-network, tried on the collapsing edge10 seed, did not prevent the collapse either.
 * Training workloads: episode ``k`` runs ``train_episode_seed(seed, 0, k)``, disjoint from
   the held-out evaluation workloads like every other learner's.
 * Exploration decays linearly over the whole budget although training runs in chunks (one
   chunk per logged update), by reading the global decision count.
+* Heads side by side (``copies``, default 1): the training environment is
+  :class:`~.central_vec.CentralVecEnv`, ``copies`` heads on one batched simulator stepped as
+  one array program (one Q-network forward pass for all of them per vector step). SB3 counts
+  ``train_freq`` in vector steps, so the trainer runs ``copies`` gradient steps each time:
+  one per ``train_freq`` decisions, as with one head. The k-th training episode, whichever
+  copy runs it, is workload ``train_episode_seed(seed, 0, k)``. With one copy the
+  transitions are those of the earlier per-environment wrappers, bit for bit.
 
 The head's bottleneck is reported at evaluation: decisions per slot (the head's queue),
 measured latency per decision (one Q-network forward pass) and the busy time per slot.
@@ -68,7 +79,10 @@ from edgesched.envs.central import EdgeSchedCentralEnv
 from edgesched.envs.handle import ScenarioHandle, evaluation_config
 from edgesched.envs.scenarios import get_scenario
 from edgesched.policy import EnvSpec
-from edgesched.protocol import eval_workload_seed, train_episode_seed
+from edgesched.protocol import eval_workload_seed
+
+from .central_vec import CentralVecEnv, work_conserving
+from .common import OutdatedCheckpointError
 
 HEAD_METRICS = (
     "head_decisions_per_slot",
@@ -77,53 +91,6 @@ HEAD_METRICS = (
     "head_busy_ms_per_slot",
 )
 """Extra per-episode metrics of the cluster head (evaluation)."""
-
-
-class _TrainWorkloads(gym.Wrapper):
-    """Every reset starts the next training workload; finished episodes' metrics kept.
-
-    With ``shaping > 0`` the reward gets the potential-based term
-    ``F = d * phi(s') - phi(s)`` with ``phi(s) = -shaping * (queued jobs)`` and ``d`` the
-    transition's own discount (``gamma ** slots advanced`` per slot, else ``gamma``), 0 at a
-    terminal state: the cost of leaving a job queued is charged to the decision that leaves
-    it, and the optimal policy is unchanged (Ng, Harada & Russell, ICML 1999).
-    """
-
-    def __init__(
-        self,
-        env: EdgeSchedCentralEnv,
-        seed: int,
-        shaping: float = 0.0,
-        gamma: float = 0.99,
-        per_slot: bool = False,
-    ) -> None:
-        super().__init__(env)
-        self.seed_base = seed
-        self.episode = 0
-        self.finished: list[dict[str, Any]] = []
-        self.shaping = float(shaping)
-        self.gamma = float(gamma)
-        self.per_slot = bool(per_slot)
-
-    def _phi(self) -> float:
-        return -self.shaping * len(self.env.unwrapped.sim.view().queued)
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        ws = train_episode_seed(self.seed_base, 0, self.episode)
-        self.episode += 1
-        return self.env.reset(seed=ws, options={"workload_seed": ws})
-
-    def step(self, action):
-        phi0 = self._phi() if self.shaping else 0.0
-        obs, r, term, trunc, info = self.env.step(action)
-        if self.shaping:
-            d = self.gamma ** int(info["advanced"]) if self.per_slot else self.gamma
-            r = float(r) + d * (0.0 if term else self._phi()) - phi0
-        if term or trunc:
-            self.finished.append(dict(self.env.unwrapped.last_episode_metrics))
-        # only what the replay buffer reads: SB3's DummyVecEnv deep-copies every step's
-        # info, which for the view's full info was about a seventh of a training step
-        return obs, r, term, trunc, {"advanced": info["advanced"]}
 
 
 def _scenario_name(spec: EnvSpec) -> str:
@@ -135,40 +102,6 @@ MASKED_Q = -1e9
 """Q-value of an infeasible action under ``action_masking`` (finite, so a target's max stays
 finite: some action is always feasible, passing or, for a work-conserving head, a
 placement)."""
-
-
-def work_conserving(mask: np.ndarray) -> np.ndarray:
-    """``mask`` without the pass action (0) when some placement is feasible (a copy)."""
-    out = np.array(mask, dtype=bool)
-    if out[1:].any():
-        out[0] = False
-    return out
-
-
-class _MaskInObs(gym.ObservationWrapper):
-    """The central view's observation with its feasible-action mask appended (0/1 floats).
-
-    With ``conserving`` the mask is :func:`work_conserving`'s: passing is allowed only when
-    no placement fits.
-    """
-
-    def __init__(self, env: gym.Env, conserving: bool = False) -> None:
-        super().__init__(env)
-        self.conserving = conserving
-        box = env.observation_space
-        n = int(env.action_space.n)
-        self.observation_space = gym.spaces.Box(
-            np.concatenate([np.broadcast_to(box.low, box.shape), np.zeros(n)]).astype(np.float32),
-            np.concatenate([np.broadcast_to(box.high, box.shape), np.ones(n)]).astype(np.float32),
-            dtype=np.float32,
-        )
-
-    def observation(self, observation: np.ndarray) -> np.ndarray:
-        """Observation, then the mask of the feasible actions."""
-        mask = self.env.unwrapped.action_masks()
-        if self.conserving:
-            mask = work_conserving(mask)
-        return np.concatenate([np.asarray(observation, np.float32), mask.astype(np.float32)])
 
 
 def _layer_ops(seq: torch.nn.Sequential) -> list[tuple[Any, tuple]]:
@@ -272,9 +205,13 @@ class SlotDiscountReplayBuffer(ReplayBuffer):
         super().add(obs, next_obs, action, reward, done, infos)
 
     def _get_samples(self, batch_inds: np.ndarray, env: Any = None) -> Any:
+        # SB3 draws each sample's environment column inside _get_samples from numpy's global
+        # generator; draw the same columns first (same state), to read their discounts
+        state = np.random.get_state()  # noqa: NPY002
+        cols = np.random.randint(0, high=self.n_envs, size=(len(batch_inds),))  # noqa: NPY002
+        np.random.set_state(state)  # noqa: NPY002
         samples = super()._get_samples(batch_inds, env)
-        # the trainer runs one training environment (n_envs == 1): column 0
-        disc = self.discount[batch_inds, 0].reshape(-1, 1)
+        disc = self.discount[batch_inds, cols].reshape(-1, 1)
         return samples._replace(discounts=self.to_torch(disc))
 
 
@@ -360,7 +297,7 @@ class DQNCentralTrainer:
         self.updates = 0
         self.budget = 0
         self.model: Any = None
-        self.env: _TrainWorkloads | None = None
+        self.env: CentralVecEnv | None = None
         self._seen = 0
 
     # ------------------------------------------------------------------ model
@@ -377,22 +314,25 @@ class DQNCentralTrainer:
         sim_cfg = sim_cfg.replace(invalid_action="defer")
         c = self.cfg
         slot = str(getattr(c, "discount_unit", "decision")) == "slot"
-        self.env = _TrainWorkloads(
-            EdgeSchedCentralEnv(sim_cfg),
+        masked = bool(getattr(c, "action_masking", False))
+        copies = int(getattr(c, "copies", 1))
+        self.env = CentralVecEnv(
+            sim_cfg,
+            copies,
             self.seed,
             shaping=float(getattr(c, "queue_shaping", 0.0)),
             gamma=float(c.gamma),
             per_slot=slot,
+            masked=masked,
+            conserving=bool(getattr(c, "work_conserving", False)),
         )
-        masked = bool(getattr(c, "action_masking", False))
         policy_kwargs: dict[str, Any] = {"net_arch": [int(h) for h in c.hidden]}
-        algo, policy, env = DQN, "MlpPolicy", self.env
+        algo, policy = DQN, "MlpPolicy"
         if masked:
             algo, policy, drop = _masked_parts()
-            env = _MaskInObs(self.env, bool(getattr(c, "work_conserving", False)))
             policy_kwargs |= {
                 "features_extractor_class": drop,
-                "features_extractor_kwargs": {"n_mask": int(env.action_space.n)},
+                "features_extractor_kwargs": {"n_mask": int(self.env.action_space.n)},
             }
         buffer: dict[str, Any] = {}
         if slot:
@@ -402,7 +342,7 @@ class DQNCentralTrainer:
             }
         self.model = algo(
             policy,
-            env,
+            self.env,
             learning_rate=float(c.lr),
             # a buffer longer than the run never fills, and SB3 allocates it up front (the
             # central view of edge500 has ~5k features: 100k transitions are ~4 GB)
@@ -410,7 +350,10 @@ class DQNCentralTrainer:
             learning_starts=int(c.learning_starts),
             batch_size=int(c.batch_size),
             gamma=float(c.gamma),
+            # train_freq counts vector steps (``copies`` decisions each): one gradient step per
+            # copy keeps one per train_freq decisions, as with one head
             train_freq=int(c.train_freq),
+            gradient_steps=copies,
             target_update_interval=int(c.target_update_interval),
             exploration_fraction=float(c.exploration_fraction),
             exploration_final_eps=float(c.exploration_final_eps),
@@ -603,13 +546,17 @@ class DQNCentralTrainer:
         self.budget = int(sd["budget"])
         if "policy" not in sd:
             return
-        vec_env = pickle.loads(sd["vec_env"])
-        self._build(vec_env.envs[0].unwrapped.sim.cfg)
+        try:
+            vec_env = pickle.loads(sd["vec_env"])
+        except ValueError as exc:  # the central view's pickled state refuses an old layout
+            raise OutdatedCheckpointError(
+                "its training environment is SB3's DummyVecEnv of central views, as edgesched "
+                "wrote it before dqn_central trained on CentralVecEnv (batched heads): " + str(exc)
+            ) from exc
+        self._build(vec_env.config)
         m = self.model
         m.set_env(vec_env)
-        self.env = vec_env.envs[0]
-        while not isinstance(self.env, _TrainWorkloads):
-            self.env = self.env.env
+        self.env = vec_env
         self._seen = int(sd["seen"])
         m.policy.load_state_dict(sd["policy"])
         m.policy.optimizer.load_state_dict(sd["optim"])

@@ -189,12 +189,16 @@ class BatchView(SharedStatics):
         """Observation features of local ``jobs`` of ``copies`` (-1: empty), (..., F), fresh."""
         return self._sim._job_features(self._job_ids(copies, jobs, valid=False))
 
-    def alloc_allowed(self, copies: np.ndarray, jobs: np.ndarray) -> np.ndarray:
-        """(..., L) whether each of local ``jobs`` of ``copies`` may take each level; fresh.
+    def alloc_options(self, copies: np.ndarray, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Allocation of local ``jobs`` of ``copies`` at every level, and which are allowed.
 
         ``jobs`` must be valid ids (>= 0).
+
+        Returns:
+            ``(alloc (..., L, 3), allowed (..., L) bool)``, fresh.
         """
-        return self._sim.j_alloc_ok[self._job_ids(copies, jobs)]
+        ids = self._job_ids(copies, jobs)
+        return self._sim.j_alloc[ids], self._sim.j_alloc_ok[ids]
 
     def job_home(self, copies: np.ndarray, jobs: np.ndarray) -> np.ndarray:
         """Local agent at whose queue each of local ``jobs`` of ``copies`` arrived; fresh.

@@ -201,11 +201,9 @@ class EdgeSchedCentralEnv(gym.Env):
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Decide for the current job's next worker (see class docstring)."""
-        if self.sim.terminated or self.sim.truncated:
-            raise RuntimeError("step() called on a finished episode; call reset() first")
         a = self._action_int(action)
-        rewards, step_info = self.heads.step([a])
-        info = {k: int(step_info[k][0]) for k in INFO_KEYS}
+        rewards, _ = self.heads.step([a])  # a finished episode raises there
+        info = dict(zip(INFO_KEYS, self.heads.info_rows[:, 0].tolist(), strict=True))
         reward = float(rewards[0])
         terminated, truncated = self.sim.terminated, self.sim.truncated
         if terminated or truncated:

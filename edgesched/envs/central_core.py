@@ -64,7 +64,8 @@ class CentralHeads:
         self._refill_on_advance = config.pending_refill == "on_advance"
         self._mask_memo: np.ndarray | None = None
         self._all = np.arange(self.copies)
-        self._levels = np.arange(lv)[None, :]
+        self.info_rows = np.zeros((len(STEP_INFO_KEYS), self.copies), np.int64)
+        """The last step's counters, (K, B), one row per key of :data:`STEP_INFO_KEYS`."""
 
     # ------------------------------------------------------------------ episode state
     @property
@@ -131,10 +132,6 @@ class CentralHeads:
         self._cursor[b] = c = self._cursor[b] + 1
         self._jobs[b] = self._rounds[b][c] if c < self._lens[b] else -1
 
-    def _current(self) -> tuple[np.ndarray, np.ndarray]:
-        """(B,) each copy's current job (local id, -1 at a round's end) and (B,) bool has."""
-        return self._jobs, self._jobs >= 0
-
     def queued_counts(self) -> np.ndarray:
         """(B,) jobs waiting in a queue in each copy."""
         return np.array([np.count_nonzero(self.view.view(b).queued) for b in range(self.copies)])
@@ -151,39 +148,52 @@ class CentralHeads:
             self._mask_memo.flags.writeable = False
         return self._mask_memo
 
+    def _deciding(self) -> tuple[Any, np.ndarray, np.ndarray] | None:
+        """The copies whose head has a job now: ``(rows, copies, jobs)``, or ``None``.
+
+        ``rows`` indexes (B, ...) arrays (a slice when every copy has one: no gather).
+        """
+        jobs = self._jobs
+        if self.copies == 1:
+            return None if jobs[0] < 0 else (slice(None), self._all, jobs)
+        has = jobs >= 0
+        if has.all():
+            return slice(None), self._all, jobs
+        cp = np.flatnonzero(has)
+        return (cp, cp, jobs[cp]) if len(cp) else None
+
     def _compute_masks(self) -> np.ndarray:
-        jobs, has = self._current()
-        b, n, lv = self.copies, self.num_nodes, self.num_levels
-        mask = np.zeros((b, self.num_actions), dtype=bool)
+        mask = np.zeros((self.copies, self.num_actions), dtype=bool)
         mask[:, 0] = True
-        cp = self._all if b == 1 and has[0] else np.flatnonzero(has)
-        if len(cp):
-            j = jobs[cp]
-            table = self.view.alloc(cp[:, None], j[:, None], self._levels)  # (C, L, 3)
-            free = self.view.free[cp]  # (C, N, 3)
-            free += 1e-9
-            fits = (table[:, None, :, :] <= free[:, :, None, :]).all(-1)  # (C, N, L)
-            fits &= self.view.alloc_allowed(cp, j)[:, None, :]
-            mask[cp, 1:] = fits.reshape(len(cp), n * lv)
+        deciding = self._deciding()
+        if deciding is None:
+            return mask
+        rows, cp, j = deciding
+        view = self.view
+        table, allowed = view.alloc_options(cp, j)  # (C, L, 3), (C, L)
+        free = view.free[rows]  # (C, N, 3), fresh
+        free += 1e-9
+        fits = (table[:, None, :, :] <= free[:, :, None, :]).all(-1)  # (C, N, L)
+        fits &= allowed[:, None, :]
+        mask[rows, 1:] = fits.reshape(len(cp), -1)
         return mask
 
     def observations(self) -> np.ndarray:
         """(B, obs_size) float32 each head's observation (see the Gymnasium view's docstring)."""
-        jobs, has = self._current()
         view = self.view
         b, n, f = self.copies, self.num_nodes, self.sim.job_features
         obs = np.empty((b, self.obs_size), np.float32)
-        obs[:, :f] = view.job_feature_rows(self._all, jobs)  # -1 hits the all-zero row
+        obs[:, :f] = view.job_feature_rows(self._all, self._jobs)  # -1: the all-zero row
         nodes = obs[:, f : f + n * (NODE_FEATURES + 1)].reshape(b, n, NODE_FEATURES + 1)
         nodes[..., :NODE_FEATURES] = view.node_feature_rows()
         nodes[..., QLEN_FEATURE] = np.minimum(self._qlen_seen, 1e4) / 10.0
-        if b == 1:
-            home = view.job_home(self._all, jobs) if has[0] else np.zeros(1, np.int64)
-        else:
-            home = np.zeros(b, dtype=np.int64)
-            cp = np.flatnonzero(has)
-            home[cp] = view.job_home(cp, jobs[cp])
-        nodes[..., NODE_FEATURES] = self._log_bw[home] * has[:, None]
+        # log bandwidth of each node to the current job's home node (0 without a job)
+        deciding = self._deciding()
+        if deciding is None or not isinstance(deciding[0], slice):
+            nodes[..., NODE_FEATURES] = 0.0
+        if deciding is not None:
+            rows, cp, j = deciding
+            nodes[rows, :, NODE_FEATURES] = self._log_bw[view.job_home(cp, j)]
         obs[:, -3] = np.minimum(self._lens, 1e4) / 10.0
         obs[:, -2] = np.minimum(self._cursor, 1e4) / 10.0
         obs[:, -1] = view.time_features()[:, 0]
@@ -201,6 +211,8 @@ class CentralHeads:
             InvalidActionError: not B integers (bools are refused).
         """
         if isinstance(actions, list):
+            if len(actions) == self.copies and all(type(x) is int for x in actions):
+                return actions  # the common case (the Gymnasium view's), checked cheaply
             if len(actions) == self.copies and all(
                 isinstance(x, int | np.integer) and not isinstance(x, bool | np.bool_)
                 for x in actions
@@ -227,8 +239,8 @@ class CentralHeads:
 
         Returns:
             ``(rewards, info)``: (B,) float64 rewards (the slots each copy's clock ran),
-            and (B,) int arrays under the keys of :data:`STEP_INFO_KEYS` plus ``advanced``
-            (slots run in this step).
+            and (B,) int arrays under the keys of :data:`STEP_INFO_KEYS` (``advanced``: slots
+            run in this step), which are the rows of :attr:`info_rows`, (K, B) in that order.
 
         Raises:
             RuntimeError: some copy's episode has ended and was not reset.
@@ -251,7 +263,7 @@ class CentralHeads:
         self._mask_memo = None  # the decisions below change the state
         n_act = self.num_actions
         bad = [b for b, x in enumerate(acts) if not (0 <= x < n_act and mask[b, x])]
-        rows = np.zeros((len(STEP_INFO_KEYS), self.copies), np.int64)
+        self.info_rows = rows = np.zeros((len(STEP_INFO_KEYS), self.copies), np.int64)
         info = dict(zip(STEP_INFO_KEYS, rows, strict=True))
         if bad:
             if self.sim.cfg.invalid_action == "raise":
@@ -293,14 +305,15 @@ class CentralHeads:
                 if status != QUEUED:
                     self._move_on(b)
         rewards = self._advance_until_decision()
-        info["slot"] = self.view.clock
-        info["advanced"] = info["slot"] - t0
+        # written into the rows: info's arrays are info_rows's rows
+        info["slot"][:] = self.view.clock
+        info["advanced"][:] = info["slot"] - t0
         return rewards, info
 
     def _advance_until_decision(self) -> np.ndarray:
         """Run the clock of each copy whose round ended until a job waits; (B,) rewards."""
         rewards = np.zeros(self.copies)
-        if self._jobs.min() >= 0:
+        if (self._jobs[0] if self.copies == 1 else self._jobs.min()) >= 0:
             return rewards  # every head still has a job in its round
         need = (self._jobs < 0) & ~self.ended
         while need.any():

@@ -418,27 +418,6 @@ class EdgeClusterSim(
         """
         return float(self.advance_copies(np.ones(self.copies, dtype=bool)).sum())
 
-    def advance_copies(self, copies: np.ndarray) -> np.ndarray:
-        """Run one slot of the copies selected by bool (B,) ``copies``, without decisions.
-
-        Returns:
-            (B,) each copy's summed reward of the slot (0 where not advanced).
-
-        Raises:
-            ValueError: ``copies`` is not a bool array of shape (B,).
-        """
-        adv = np.asarray(copies)
-        if adv.shape != (self.copies,) or adv.dtype != bool:
-            raise ValueError(
-                f"copies must be a bool array of shape ({self.copies},); got shape "
-                f"{adv.shape} dtype {adv.dtype}"
-            )
-        rewards = self.advance_clock(adv)
-        self._check_end()
-        if self.copies == 1:
-            return np.array([rewards.sum()])
-        return rewards.reshape(self.copies, self.agents_per_copy).sum(axis=1)
-
     def refresh(self) -> None:
         """Recompute observations and masks after :meth:`place` or :meth:`advance` calls."""
         self._refresh()

@@ -263,6 +263,27 @@ class ExecutionMixin:
             return np.full(n, x.sum() / n)
         return (x.reshape(self.copies, n).sum(axis=1) / n)[self._agent_copy]
 
+    def advance_copies(self, copies: np.ndarray) -> np.ndarray:
+        """Run one slot of the copies selected by bool (B,) ``copies``, without decisions.
+
+        Returns:
+            (B,) each copy's summed reward of the slot (0 where not advanced).
+
+        Raises:
+            ValueError: ``copies`` is not a bool array of shape (B,).
+        """
+        adv = np.asarray(copies)
+        if adv.shape != (self.copies,) or adv.dtype != bool:
+            raise ValueError(
+                f"copies must be a bool array of shape ({self.copies},); got shape "
+                f"{adv.shape} dtype {adv.dtype}"
+            )
+        rewards = self.advance_clock(adv)
+        self._check_end()  # core's: the episode ends of the advanced copies
+        if self.copies == 1:
+            return np.array([rewards.sum()])
+        return rewards.reshape(self.copies, self.agents_per_copy).sum(axis=1)
+
     def advance_clock(self, adv: np.ndarray) -> np.ndarray:
         """Run one slot in the copies where bool (B,) ``adv`` holds; rewards (agents,)."""
         cfg = self.cfg

@@ -411,6 +411,7 @@ _OPEN_CLOSED = {
     "max_grad_norm": (0.0, 1e6),
 }
 _POSITIVE = (
+    "copies",
     "epochs",
     "minibatches",
     "buffer_size",
@@ -621,6 +622,17 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         e.eval_episodes,
         f"need at most {MAX_EVAL_EPISODES} episodes per held-out seed",
     )
+    if "copies" in c.algo:
+        # dqn_central trains rollout_steps x num_envs decisions per update, in vector steps of
+        # algo.copies decisions: a chunk that is not whole vector steps would overshoot it
+        chunk = int(e.rollout_steps) * int(e.num_envs)
+        _check(
+            int(c.algo.copies) <= MAX_ENV_COPIES and chunk % max(int(c.algo.copies), 1) == 0,
+            "algo.copies",
+            c.algo.copies,
+            f"need at most {MAX_ENV_COPIES} copies that divide experiment.rollout_steps x "
+            f"experiment.num_envs = {chunk} (the decisions of one update)",
+        )
     _check_algo(c.algo, str(c.shield.name))
     _check(
         0 <= int(c.seed) < 10_000,
