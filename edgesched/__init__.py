@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 
 
 def _register_gymnasium() -> None:
-    """Register one Gymnasium id per scenario version for the central view."""
+    """Register one Gymnasium id per scenario version for the central view (and its vector view)."""
     from gymnasium.envs.registration import register, registry
 
     from .envs.scenarios import scenario_versions
@@ -39,6 +39,8 @@ def _register_gymnasium() -> None:
                 register(
                     id=s.gym_id,
                     entry_point="edgesched.envs.central:EdgeSchedCentralEnv",
+                    # gymnasium.make_vec: the heads as one batched simulator
+                    vector_entry_point="edgesched.envs.central_vector:EdgeSchedCentralVectorEnv",
                     kwargs={"scenario": s.id},  # this version, also after the name moves on
                     disable_env_checker=False,
                 )

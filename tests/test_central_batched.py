@@ -103,3 +103,70 @@ def test_advance_copies_runs_the_selected_copies_only():
     assert sim.tc.tolist() == [1, 0, 1] and rewards[1] == 0.0
     with pytest.raises(ValueError, match=r"copies must be a bool array of shape \(3,\)"):
         sim.advance_copies(np.ones(3))
+
+
+# ---------------------------------------------------------------------------- vector view
+def test_vector_view_copies_equal_lone_views_through_autoresets():
+    """Sub-environment b follows a lone central view on the same workload seeds, across
+    NEXT_STEP autoresets (the step after an end returns the next episode's first
+    observation with reward 0)."""
+    from edgesched.envs import EdgeSchedCentralVectorEnv
+
+    cfg = make_config("edge10", max_slots=8, arrival_rate=0.7)
+    vec = EdgeSchedCentralVectorEnv(cfg, num_envs=3)
+    obs, info = vec.reset(seed=40)
+    assert info["slot"].tolist() == [0, 0, 0] and info["_slot"].all()
+    lone = [EdgeSchedCentralEnv(cfg) for _ in range(3)]
+    firsts = [env.reset(options={"workload_seed": 40 + b})[0] for b, env in enumerate(lone)]
+    np.testing.assert_array_equal(obs, np.stack(firsts))
+    rng = np.random.default_rng(1)
+    pending: list[int | None] = [None] * 3  # seeds of the restarts due at the next step
+    restarts = 0
+    for _ in range(700):
+        masks = vec.action_masks()
+        acts = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+        obs, rew, term, trunc, info = vec.step(acts)
+        for b, env in enumerate(lone):
+            if pending[b] is not None:
+                o, _ = env.reset(options={"workload_seed": pending[b]})
+                assert rew[b] == 0.0 and not term[b] and not trunc[b]
+                pending[b] = None
+                restarts += 1
+            else:
+                o, r, t, u, _ = env.step(int(acts[b]))
+                assert (rew[b], term[b], trunc[b]) == (r, t, u)
+                if t or u:
+                    assert info["_episode_metrics"][b]
+                    m = env.last_episode_metrics
+                    assert info["episode_metrics"]["jct_mean"][b] == m["jct_mean"]
+                    pending[b] = vec.autoreset_seeds[b]
+            np.testing.assert_array_equal(obs[b], o)
+    assert restarts >= 3
+
+
+def test_gymnasium_make_vec_builds_the_batched_heads():
+    import gymnasium as gym
+    from gymnasium.vector import SyncVectorEnv
+
+    from edgesched.envs import EdgeSchedCentralVectorEnv
+
+    vec = gym.make_vec("edgesched/Edge10-v1", num_envs=2)
+    assert isinstance(vec, EdgeSchedCentralVectorEnv) and vec.num_envs == 2
+    assert vec.single_observation_space.shape == vec.observation_space.shape[1:]
+    obs, _ = vec.reset(seed=0)
+    assert vec.observation_space.contains(obs)
+    sync = gym.make_vec("edgesched/Edge10-v1", num_envs=2, vectorization_mode="sync")
+    assert isinstance(sync, SyncVectorEnv)
+
+
+def test_vector_view_names_bad_input():
+    from edgesched.envs import EdgeSchedCentralVectorEnv
+
+    vec = EdgeSchedCentralVectorEnv("edge10", num_envs=2)
+    with pytest.raises(RuntimeError, match="before reset"):
+        vec.step(np.zeros(2, dtype=np.int64))
+    vec.reset(seed=0)
+    with pytest.raises(InvalidActionError, match=r"shape \(num_envs,\) = \(2,\)"):
+        vec.step(np.zeros((2, 1), dtype=np.int64))
+    with pytest.raises(ValueError, match="reset_mask"):
+        vec.reset(options={"reset_mask": np.zeros(2, dtype=bool)})

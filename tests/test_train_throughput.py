@@ -23,6 +23,20 @@ def torch_threads_kept():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture
+def run_configs(tt, monkeypatch):
+    """The configs of the runs the benchmark starts (each still runs)."""
+    seen = []
+    real_run = tt.run
+
+    def run(cfg):
+        seen.append(cfg)
+        return real_run(cfg)
+
+    monkeypatch.setattr(tt, "run", run)
+    return seen
+
+
 def test_reports_rates_and_the_threads_used(tt, monkeypatch, capsys, tmp_path, torch_threads_kept):
     argv = ["train_throughput.py", "--env", "edge10", "--updates", "1", "--threads", "2"]
     monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path)])
@@ -48,41 +62,26 @@ def test_rejects_bad_arguments(tt, monkeypatch, capsys, args, message):
 
 
 def test_collision_mode_reaches_the_run_and_names_the_file(
-    tt, monkeypatch, capsys, tmp_path, torch_threads_kept
+    tt, monkeypatch, capsys, tmp_path, torch_threads_kept, run_configs
 ):
-    seen = []
-    real_run = tt.run
-
-    def run(cfg):
-        seen.append(dict(cfg.env.overrides))
-        return real_run(cfg)
-
-    monkeypatch.setattr(tt, "run", run)
     argv = ["train_throughput.py", "--env", "edge10", "--updates", "1"]
     monkeypatch.setattr(
         sys, "argv", [*argv, "--collision-mode", "timeshare", "--out", str(tmp_path)]
     )
     tt.main()
-    assert seen == [{"collision_mode": "timeshare"}]
+    assert [dict(c.env.overrides) for c in run_configs] == [{"collision_mode": "timeshare"}]
     assert "collision_mode=timeshare" in capsys.readouterr().out
     assert (tmp_path / "train_throughput_mappo_edge10_timeshare.md").is_file()
 
 
 def test_srole_runs_with_its_shield_and_names_the_file(
-    tt, monkeypatch, capsys, tmp_path, torch_threads_kept
+    tt, monkeypatch, capsys, tmp_path, torch_threads_kept, run_configs
 ):
-    seen = []
-    real_run = tt.run
-
-    def run(cfg):
-        seen.append((cfg.algo.name, cfg.shield.name, cfg.algo.shield_training))
-        return real_run(cfg)
-
-    monkeypatch.setattr(tt, "run", run)
     argv = ["train_throughput.py", "--algo", "srole", "--env", "edge10", "--updates", "1"]
     monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path)])
     tt.main()
     # srole's default shield and its conf/algo settings (preemptive training)
+    seen = [(c.algo.name, c.shield.name, c.algo.shield_training) for c in run_configs]
     assert seen == [("srole", "central", "preemptive")]
     assert "shield=central" in capsys.readouterr().out
     assert (tmp_path / "train_throughput_srole_edge10_central.md").is_file()
@@ -102,22 +101,14 @@ def test_algo_settings_read_the_default_shield_from_conf(tt, tmp_path):
 
 
 def test_sweep_measures_each_value_in_alternating_rounds(
-    tt, monkeypatch, capsys, tmp_path, torch_threads_kept
+    tt, monkeypatch, capsys, tmp_path, torch_threads_kept, run_configs
 ):
-    seen = []
-    real_run = tt.run
-
-    def run(cfg):
-        seen.append(int(cfg.algo.copies))
-        return real_run(cfg)
-
-    monkeypatch.setattr(tt, "run", run)
     argv = ["train_throughput.py", "--algo", "dqn_central", "--env", "edge10", "--updates", "1"]
     monkeypatch.setattr(
         sys, "argv", [*argv, "--sweep", "copies=1,2", "--rounds", "2", "--out", str(tmp_path)]
     )
     tt.main()
-    assert seen == [1, 2, 1, 2]
+    assert [int(c.algo.copies) for c in run_configs] == [1, 2, 1, 2]
     out = capsys.readouterr().out
     assert "algo.copies in [1, 2], 2 alternating round(s)" in out
     assert "1.00x" in out  # the first value's ratio to itself

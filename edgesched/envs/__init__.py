@@ -4,6 +4,8 @@ from . import trace_scenarios  # noqa: F401  (registers edge50-philly and edge50
 from .batch_view import BatchView
 from .catalog import hardware_tiers, model_catalog
 from .central import EdgeSchedCentralEnv
+from .central_core import CentralHeads
+from .central_vector import EdgeSchedCentralVectorEnv
 from .config import ConfigError, SimConfig
 from .core import BatchedSim, EdgeClusterSim, InvalidActionError, make_batched
 from .parallel import EdgeSchedParallelEnv, make_aec, make_parallel
@@ -24,11 +26,13 @@ from .view import ClusterView
 __all__ = [
     "BatchView",
     "BatchedSim",
+    "CentralHeads",
     "ClusterView",
     "ConfigError",
     "DataRequirement",
     "EdgeClusterSim",
     "EdgeSchedCentralEnv",
+    "EdgeSchedCentralVectorEnv",
     "EdgeSchedParallelEnv",
     "EdgeSchedVectorEnv",
     "InvalidActionError",

@@ -20,7 +20,235 @@ REWARD_MODES = ("sum", "mean")
 _SEED_HIGH = 2**63 - 1
 
 
-class EdgeSchedVectorEnv(VectorEnv):
+class CopiesVectorEnv(VectorEnv):
+    """What the batched vector views share: seeding, reset masks, NEXT_STEP autoreset, infos.
+
+    A subclass holds ``num_envs`` copies of a scenario in one batched simulator and provides
+    :meth:`_reset_copies` (all copies, or some), :meth:`_obs` and :meth:`_episode_metrics`;
+    its ``step`` calls :meth:`_begin_autoreset` first and :meth:`_end_step` last.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+
+    def _init_copies(self, num_envs: int) -> None:
+        self.num_envs = num_envs
+        self.render_mode = None
+        self._rng: np.random.Generator | None = None
+        self._autoreset = np.zeros(num_envs, dtype=bool)
+        self._next_seeds: list[int | None] = [None] * num_envs
+
+    # ------------------------------------------------------------------ hooks
+    def _reset_copies(self, copies: np.ndarray | None, seeds: list[Any]) -> None:
+        """Start episodes: every copy (``copies=None``) or the given ones, with ``seeds``."""
+        raise NotImplementedError
+
+    def _obs(self) -> Any:
+        raise NotImplementedError
+
+    def _episode_metrics(self, b: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _checked_actions(self, actions: Any) -> np.ndarray:
+        """``actions`` as a fresh int64 array of the step's shape; raise naming it."""
+        raise NotImplementedError
+
+    def _step_copies(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        """Step every copy: (B,) float64 rewards (a fresh array) and the step counters."""
+        raise NotImplementedError
+
+    def _end_flags(self) -> tuple[np.ndarray, np.ndarray]:
+        """(B,) terminated and (B,) truncated, fresh."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ helpers
+    def _counter_infos(self, values: dict[str, Any] | None = None) -> dict[str, Any]:
+        b = self.num_envs
+        infos: dict[str, Any] = {}
+        for k in STEP_INFO_KEYS:
+            infos[k] = (
+                np.zeros(b, dtype=np.int64) if values is None else np.array(values[k], copy=True)
+            )
+            infos[f"_{k}"] = np.ones(b, dtype=bool)
+        return infos
+
+    def _draw_seed(self) -> int:
+        assert self._rng is not None
+        return int(self._rng.integers(0, _SEED_HIGH))
+
+    @property
+    def autoreset_seeds(self) -> list[int | None]:
+        """Per sub-environment: the seed of its next auto-reset (drawn when its episode ends).
+
+        Valid for the sub-environments that ended in the last step; kept for logging and
+        for replaying a sub-environment with a lone simulator.
+        """
+        return list(self._next_seeds)
+
+    # ------------------------------------------------------------------ API
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """Start an episode in every sub-environment (or those of ``options["reset_mask"]``).
+
+        Args:
+            seed: ``None`` (fresh entropy), an int ``s`` (sub-environment ``b`` gets
+                ``s + b``) or one seed per sub-environment. The auto-resets that follow draw
+                their seeds from a generator seeded by it.
+            options: optional ``{"reset_mask": (num_envs,) bool array}`` to reset only some
+                sub-environments (the others keep running); other keys are ignored.
+
+        Returns:
+            ``(observations, infos)``, batched; every counter of ``infos`` is 0.
+        """
+        b = self.num_envs
+        if seed is None:
+            seeds: list[int | None] = [None] * b
+        elif isinstance(seed, int | np.integer) and not isinstance(seed, bool):
+            seeds = [int(seed) + i for i in range(b)]
+        else:
+            seeds = [None if s is None else int(s) for s in seed]
+            if len(seeds) != b:
+                raise ValueError(
+                    f"seed has {len(seeds)} entries; need one per sub-environment (num_envs={b})"
+                )
+        mask = None if options is None else options.get("reset_mask")
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.shape != (b,) or mask.dtype != np.bool_ or not mask.any():
+                raise ValueError(
+                    f"options['reset_mask'] must be a bool array of shape ({b},) with at least "
+                    f"one True; got shape {mask.shape} dtype {mask.dtype}"
+                )
+        if seed is not None or self._rng is None:
+            known = [s for s in seeds if s is not None]
+            if seed is None or len(known) < b:
+                self._rng = np.random.default_rng()
+            else:
+                self._rng = np.random.default_rng(np.random.SeedSequence(known))
+            self._np_random = self._rng
+            self._np_random_seed = int(seed) if isinstance(seed, int | np.integer) else -1
+        if seed is None:
+            seeds = [self._draw_seed() for _ in range(b)]
+        if mask is None:
+            self._reset_copies(None, seeds)
+            self._autoreset[:] = False
+        else:
+            idx = np.flatnonzero(mask)
+            self._reset_copies(idx, [seeds[i] for i in idx])
+            self._autoreset[idx] = False
+        return self._obs(), self._counter_infos()
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """One decision of every sub-environment (NEXT_STEP autoreset; see the class doc).
+
+        Args:
+            actions: integer array, one action per sub-environment (its shape: the class
+                docstring's Action).
+
+        Returns:
+            ``(observations, rewards, terminated, truncated, infos)``, batched.
+
+        Raises:
+            RuntimeError: ``step`` before ``reset``.
+            InvalidActionError: ``actions`` of another shape or a non-integer dtype; or (with
+                ``invalid_action='raise'``) a masked or out-of-range action.
+        """
+        self._require_reset()
+        a = self._checked_actions(actions)
+        redo, seeds = self._begin_autoreset()
+        if len(redo) == self.num_envs:
+            rewards, infos = np.zeros(self.num_envs), self._counter_infos()
+        else:
+            if len(redo):
+                # the sub-environments that autoreset take no step: they pass (always
+                # allowed) and are reset again with the same seed (which replays the reset)
+                a[redo] = 0
+            rewards, step_info = self._step_copies(a)
+            if len(redo):
+                self._reset_copies(redo, seeds)
+            infos = self._counter_infos(step_info)
+        term, trunc = self._end_flags()
+        return self._end_step(rewards, term, trunc, infos, redo)
+
+    def _int_actions(self, actions: Any, shape: tuple[int, ...], what: str) -> np.ndarray:
+        """``actions`` as a fresh int64 array of ``shape``; else raise saying ``what`` is due."""
+        a = np.asarray(actions)
+        if a.shape != shape or a.dtype.kind not in "iu":
+            raise InvalidActionError(
+                f"actions must be an integer array of shape {what}; got shape {a.shape} "
+                f"dtype {a.dtype}"
+            )
+        return a.astype(np.int64, copy=True)
+
+    def _require_reset(self) -> None:
+        """Raise ``RuntimeError`` for a ``step`` before the first ``reset``."""
+        if self._rng is None:
+            raise RuntimeError("step() called before reset(); call reset() first")
+
+    def _begin_autoreset(self) -> tuple[np.ndarray, list[int | None]]:
+        """Reset the sub-environments whose episode ended in the last step (NEXT_STEP).
+
+        Returns:
+            Their indices and seeds: they take no step now; the caller makes them pass and
+            resets them again with the same seeds after the step (which replays the reset).
+        """
+        redo = np.flatnonzero(self._autoreset)
+        seeds = [self._next_seeds[i] for i in redo]
+        if len(redo):
+            self._reset_copies(redo, seeds)
+        return redo, seeds
+
+    def _end_step(
+        self,
+        rewards: np.ndarray,
+        term: np.ndarray,
+        trunc: np.ndarray,
+        infos: dict[str, Any],
+        redo: np.ndarray,
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Zero the autoreset copies' rewards and counters, note episode ends; the 5-tuple."""
+        if len(redo):
+            rewards[redo] = 0.0
+            for k in STEP_INFO_KEYS:
+                infos[k][redo] = 0
+        self._autoreset[redo] = False
+        done = term | trunc
+        ended = np.flatnonzero(done)
+        if len(ended):
+            infos["episode_metrics"] = self._metrics_info(ended)
+            infos["_episode_metrics"] = done.copy()
+            for i in ended:
+                self._next_seeds[i] = self._draw_seed()
+        self._autoreset = done
+        return self._obs(), rewards, term, trunc, infos
+
+    def _metrics_info(self, ended: np.ndarray) -> dict[str, np.ndarray]:
+        """The scalar episode metrics of the copies ``ended``, as masked (B,) arrays."""
+        b = self.num_envs
+        per_copy = {int(i): self._episode_metrics(int(i)) for i in ended}
+        keys: list[str] = []
+        for m in per_copy.values():
+            keys.extend(k for k, v in m.items() if k not in keys and _is_scalar(v))
+        out: dict[str, np.ndarray] = {}
+        for k in keys:
+            vals = {i: m[k] for i, m in per_copy.items() if _is_scalar(m.get(k))}
+            integral = all(isinstance(v, int | np.integer) for v in vals.values())
+            arr = np.zeros(b, dtype=np.int64 if integral else np.float64)
+            has = np.zeros(b, dtype=bool)
+            for i, v in vals.items():
+                arr[i] = v
+                has[i] = True
+            out[k], out[f"_{k}"] = arr, has
+        return out
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Nothing to release (numpy only)."""
+
+
+class EdgeSchedVectorEnv(CopiesVectorEnv):
     """Batched joint-action edge-cluster scheduling (Gymnasium ``VectorEnv``).
 
     Description:
@@ -91,8 +319,6 @@ class EdgeSchedVectorEnv(VectorEnv):
             has the details.
     """
 
-    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
-
     def __init__(
         self,
         scenario: str | SimConfig = "edge10",
@@ -108,8 +334,8 @@ class EdgeSchedVectorEnv(VectorEnv):
         self.sim = EdgeClusterSim(
             cfg, scenario_id=self.scenario.id if self.scenario else "", copies=num_envs
         )
-        self.num_envs = b = self.sim.copies
-        self.render_mode = None
+        self._init_copies(self.sim.copies)
+        b = self.num_envs
         n, a = self.sim.agents_per_copy, self.sim.num_actions
         self.single_observation_space = spaces.Dict(
             {
@@ -121,9 +347,6 @@ class EdgeSchedVectorEnv(VectorEnv):
         self.single_action_space = spaces.MultiDiscrete(np.full(n, a, dtype=np.int64))
         self.observation_space = batch_space(self.single_observation_space, b)
         self.action_space = batch_space(self.single_action_space, b)
-        self._rng: np.random.Generator | None = None
-        self._autoreset = np.zeros(b, dtype=bool)
-        self._next_seeds: list[int | None] = [None] * b
 
     @property
     def config(self) -> SimConfig:
@@ -139,176 +362,41 @@ class EdgeSchedVectorEnv(VectorEnv):
             "state": sim.state(),
         }
 
-    def _counter_infos(self, values: dict[str, Any] | None = None) -> dict[str, Any]:
-        b = self.num_envs
-        infos: dict[str, Any] = {}
-        for k in STEP_INFO_KEYS:
-            infos[k] = (
-                np.zeros(b, dtype=np.int64) if values is None else np.array(values[k], copy=True)
-            )
-            infos[f"_{k}"] = np.ones(b, dtype=bool)
-        return infos
+    def _reset_copies(self, copies: np.ndarray | None, seeds: list[Any]) -> None:
+        if copies is None:
+            self.sim.reset(seeds=seeds)
+        else:
+            self.sim.reset_copies(copies.tolist(), seeds)
 
-    def _draw_seed(self) -> int:
-        assert self._rng is not None
-        return int(self._rng.integers(0, _SEED_HIGH))
-
-    @property
-    def autoreset_seeds(self) -> list[int | None]:
-        """Per sub-environment: the seed of its next auto-reset (drawn when its episode ends).
-
-        Valid for the sub-environments that ended in the last step; kept for logging and
-        for replaying a sub-environment with a lone simulator.
-        """
-        return list(self._next_seeds)
+    def _episode_metrics(self, b: int) -> dict[str, Any]:
+        return self.sim.episode_metrics(b)
 
     def action_masks(self) -> np.ndarray:
         """(B, N, A) bool: the feasible actions of every agent of every sub-environment."""
         return self.sim.mask_batched
 
     # ------------------------------------------------------------------ API
-    def reset(
-        self,
-        *,
-        seed: int | Sequence[int | None] | None = None,
-        options: dict[str, Any] | None = None,
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Start an episode in every sub-environment (or those of ``options["reset_mask"]``).
-
-        Args:
-            seed: ``None`` (fresh entropy), an int ``s`` (sub-environment ``b`` gets
-                ``s + b``) or one seed per sub-environment. The auto-resets that follow draw
-                their seeds from a generator seeded by it.
-            options: optional ``{"reset_mask": (num_envs,) bool array}`` to reset only some
-                sub-environments (the others keep running); other keys are ignored.
-
-        Returns:
-            ``(observations, infos)``, batched; every counter of ``infos`` is 0.
-        """
-        b = self.num_envs
-        if seed is None:
-            seeds: list[int | None] = [None] * b
-        elif isinstance(seed, int | np.integer) and not isinstance(seed, bool):
-            seeds = [int(seed) + i for i in range(b)]
-        else:
-            seeds = [None if s is None else int(s) for s in seed]
-            if len(seeds) != b:
-                raise ValueError(
-                    f"seed has {len(seeds)} entries; need one per sub-environment (num_envs={b})"
-                )
-        mask = None if options is None else options.get("reset_mask")
-        if mask is not None:
-            mask = np.asarray(mask)
-            if mask.shape != (b,) or mask.dtype != np.bool_ or not mask.any():
-                raise ValueError(
-                    f"options['reset_mask'] must be a bool array of shape ({b},) with at least "
-                    f"one True; got shape {mask.shape} dtype {mask.dtype}"
-                )
-        if seed is not None or self._rng is None:
-            known = [s for s in seeds if s is not None]
-            if seed is None or len(known) < b:
-                self._rng = np.random.default_rng()
-            else:
-                self._rng = np.random.default_rng(np.random.SeedSequence(known))
-            self._np_random = self._rng
-            self._np_random_seed = int(seed) if isinstance(seed, int | np.integer) else -1
-        if seed is None:
-            seeds = [self._draw_seed() for _ in range(b)]
-        if mask is None:
-            self.sim.reset(seeds=seeds)
-            self._autoreset[:] = False
-        else:
-            idx = np.flatnonzero(mask)
-            self.sim.reset_copies(idx.tolist(), [seeds[i] for i in idx])
-            self._autoreset[idx] = False
-        return self._obs(), self._counter_infos()
-
-    def step(
-        self, actions: Any
-    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """One decision round of every sub-environment (NEXT_STEP autoreset; see class doc).
-
-        Args:
-            actions: integer array of shape ``(num_envs, N)``, the joint action of each
-                sub-environment.
-
-        Returns:
-            ``(observations, rewards, terminated, truncated, infos)``, batched.
-
-        Raises:
-            InvalidActionError: ``actions`` of another shape or a non-integer dtype; or (with
-                ``invalid_action='raise'``) a masked or out-of-range action.
-        """
+    def _checked_actions(self, actions: Any) -> np.ndarray:
         sim = self.sim
-        if self._rng is None:
-            raise RuntimeError("step() called before reset(); call reset() first")
         shape = (self.num_envs, sim.agents_per_copy)
-        a = np.asarray(actions)
-        if a.shape != shape or a.dtype.kind not in "iu":
-            raise InvalidActionError(
-                f"actions must be an integer array of shape (num_envs, agents) = {shape}: "
-                f"one joint action (MultiDiscrete([{sim.num_actions}] * {shape[1]})) per "
-                f"sub-environment; got shape {a.shape} dtype {a.dtype}"
-            )
-        a = a.astype(np.int64, copy=True)
-        redo = np.flatnonzero(self._autoreset)
-        if len(redo):
-            seeds = [self._next_seeds[i] for i in redo]
-            sim.reset_copies(redo.tolist(), seeds)
-        if len(redo) == self.num_envs:
-            rewards = np.zeros(self.num_envs)
-            infos = self._counter_infos()
-        else:
-            if len(redo):
-                # the sub-environments that autoreset take no step: they defer in this round
-                # and are reset again with the same seed (which replays the same reset)
-                a[redo] = 0
-            agent_rewards, step_info = sim.step(a)
-            if len(redo):
-                sim.reset_copies(redo.tolist(), seeds)
-            if self.reward_mode == "sum":
-                rewards = agent_rewards.sum(axis=1, dtype=np.float64)
-            else:
-                rewards = agent_rewards.mean(axis=1, dtype=np.float64)
-            infos = self._counter_infos(step_info)
-            if len(redo):
-                rewards[redo] = 0.0
-                for k in STEP_INFO_KEYS:
-                    infos[k][redo] = 0
-        self._autoreset[redo] = False
-        term = np.array(sim.terminated, dtype=bool, copy=True)
-        trunc = np.array(sim.truncated, dtype=bool, copy=True)
-        done = term | trunc
-        ended = np.flatnonzero(done)
-        if len(ended):
-            infos["episode_metrics"] = self._metrics_info(ended)
-            infos["_episode_metrics"] = done.copy()
-            for i in ended:
-                self._next_seeds[i] = self._draw_seed()
-        self._autoreset = done
-        return self._obs(), rewards, term, trunc, infos
+        what = (
+            f"(num_envs, agents) = {shape}: one joint action (MultiDiscrete("
+            f"[{sim.num_actions}] * {shape[1]})) per sub-environment"
+        )
+        return self._int_actions(actions, shape, what)
 
-    def _metrics_info(self, ended: np.ndarray) -> dict[str, np.ndarray]:
-        """The scalar episode metrics of the copies ``ended``, as masked (B,) arrays."""
-        b = self.num_envs
-        per_copy = {int(i): self.sim.episode_metrics(int(i)) for i in ended}
-        keys: list[str] = []
-        for m in per_copy.values():
-            keys.extend(k for k, v in m.items() if k not in keys and _is_scalar(v))
-        out: dict[str, np.ndarray] = {}
-        for k in keys:
-            vals = {i: m[k] for i, m in per_copy.items() if _is_scalar(m.get(k))}
-            integral = all(isinstance(v, int | np.integer) for v in vals.values())
-            arr = np.zeros(b, dtype=np.int64 if integral else np.float64)
-            has = np.zeros(b, dtype=bool)
-            for i, v in vals.items():
-                arr[i] = v
-                has[i] = True
-            out[k], out[f"_{k}"] = arr, has
-        return out
+    def _step_copies(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        agent_rewards, step_info = self.sim.step(actions)
+        if self.reward_mode == "sum":
+            return agent_rewards.sum(axis=1, dtype=np.float64), step_info
+        return agent_rewards.mean(axis=1, dtype=np.float64), step_info
 
-    def close_extras(self, **kwargs: Any) -> None:
-        """Nothing to release (numpy only)."""
+    def _end_flags(self) -> tuple[np.ndarray, np.ndarray]:
+        sim = self.sim
+        return (
+            np.array(sim.terminated, dtype=bool, copy=True),
+            np.array(sim.truncated, dtype=bool, copy=True),
+        )
 
 
 def _is_scalar(v: Any) -> bool:
@@ -330,4 +418,4 @@ def make_vector(name: str, num_envs: int, **overrides: Any) -> EdgeSchedVectorEn
     return EdgeSchedVectorEnv(name, num_envs, **overrides)
 
 
-__all__ = ["REWARD_MODES", "EdgeSchedVectorEnv", "make_vector"]
+__all__ = ["REWARD_MODES", "CopiesVectorEnv", "EdgeSchedVectorEnv", "make_vector"]
