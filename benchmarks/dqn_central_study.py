@@ -5,8 +5,9 @@ Each ``--runs LABEL=DIR`` names a variant and a folder holding its finished runs
 held-out mean JCT of every training seed, their mean, the worst seed, and the mean number
 of jobs left unfinished (the signature of the collapse to passing over every job). The
 study behind ``algo=dqn_central``'s options, on edge10-v1 and edge50-v1 with 3 training
-seeds and the held-out seeds 10000..10009 (shaping removed the collapse on edge10 and made
-edge50 worse, so the default stays per decision without shaping)::
+seeds and the held-out seeds 10000..10009 (its ``*_shape1`` rows were trained with a queue
+potential that did not move, a defect since fixed; ``--name dqn_central_shaping_fixed``
+holds the shaping measured again, unmasked and work-conserving)::
 
     EV='experiment.eval_seeds=[10000,10001,10002,10003,10004,10005,10006,10007,10008,10009]'
     python train.py algo=dqn_central env=edge10 seed=S algo.discount_unit=slot \
@@ -14,6 +15,8 @@ edge50 worse, so the default stays per decision without shaping)::
     python train.py algo=dqn_central env=edge10 seed=S algo.action_masking=true \
         algo.work_conserving=true "$EV" output_dir=outputs/dqnstudy/conserving
     ...
+    python train.py algo=dqn_central env=edge10 seed=S algo.queue_shaping=1 "$EV" \
+        output_dir=outputs/dqnstudy/conserving_shape1
     python benchmarks/dqn_central_study.py --runs decision=outputs/dqnstudy/decision \
         decision_shape1=outputs/dqnstudy/decision_shape1 \
         slot_shape1=outputs/dqnstudy/slot_shape1 ... --out benchmarks/results

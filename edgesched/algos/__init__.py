@@ -271,9 +271,11 @@ class DQNCentralConfig(AlgorithmConfig):
             decision) or ``slot`` (``gamma`` per slot the decision ended, so a longer queue
             does not make a slot's cost cheaper; ``SlotDiscountReplayBuffer``).
         queue_shaping: weight ``k`` of the potential-based shaping ``phi(s) = -k * (queued
-            jobs)`` (default 0: off; ``algos.central_vec.CentralVecEnv``). Off by default;
-            the study's shaping rows were measured with a potential that did not move (see
-            ``dqn_central``'s module docstring).
+            jobs)`` (default 0: off; ``algos.central_vec.CentralVecEnv``). Off by default:
+            with the work-conserving head, three seeds did not separate it from no shaping
+            (``benchmarks/results/dqn_central_shaping_fixed.md``; the older study's shaping
+            rows were measured with a potential that did not move, see ``dqn_central``'s
+            module docstring).
         work_conserving: the head may pass over a job only when none of its placements
             fits (needs ``action_masking``; in training and evaluation). On by default: it
             removed the collapse to passing on edge10-v1 and edge50-v1
