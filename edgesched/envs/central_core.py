@@ -62,6 +62,9 @@ class CentralHeads:
         # its slot began (see observations), kept per copy
         self._qlen_seen = np.zeros((self.copies, n), dtype=np.int64)
         self._refill_on_advance = config.pending_refill == "on_advance"
+        # the node features change only when this core places, runs a clock or resets: kept
+        # between those (most decisions pass over a job and change nothing)
+        self._node_block: np.ndarray | None = None
         self._mask_memo: np.ndarray | None = None
         self._all = np.arange(self.copies)
         self.info_rows = np.zeros((len(STEP_INFO_KEYS), self.copies), np.int64)
@@ -105,7 +108,7 @@ class CentralHeads:
         self._restart(copies)
 
     def _restart(self, copies: np.ndarray) -> None:
-        self._mask_memo = None
+        self._mask_memo = self._node_block = None
         self._qlen_seen[copies] = self.view.queue_lengths()[copies]
         for b in copies.tolist():
             self._new_round(b)
@@ -185,8 +188,11 @@ class CentralHeads:
         obs = np.empty((b, self.obs_size), np.float32)
         obs[:, :f] = view.job_feature_rows(self._all, self._jobs)  # -1: the all-zero row
         nodes = obs[:, f : f + n * (NODE_FEATURES + 1)].reshape(b, n, NODE_FEATURES + 1)
-        nodes[..., :NODE_FEATURES] = view.node_feature_rows()
-        nodes[..., QLEN_FEATURE] = np.minimum(self._qlen_seen, 1e4) / 10.0
+        if self._node_block is None:
+            block = view.node_feature_rows()
+            block[..., QLEN_FEATURE] = np.minimum(self._qlen_seen, 1e4) / 10.0
+            self._node_block = block
+        nodes[..., :NODE_FEATURES] = self._node_block
         # log bandwidth of each node to the current job's home node (0 without a job)
         deciding = self._deciding()
         if deciding is None or not isinstance(deciding[0], slice):
@@ -289,6 +295,7 @@ class CentralHeads:
             j = self._jobs[pl]
             node, level = np.divmod(np.array([acts[b] for b in place]) - 1, self.num_levels)
             n, jc = self.num_nodes, self.sim.job_capacity
+            self._node_block = None
             pinfo = self.sim.place(
                 self.view.job_home(pl, j) + pl * n, j + pl * jc, node + pl * n, level
             )
@@ -318,6 +325,7 @@ class CentralHeads:
         need = (self._jobs < 0) & ~self.ended
         while need.any():
             self._qlen_seen[need] = self.view.queue_lengths()[need]
+            self._node_block = None
             rewards += self.sim.advance_copies(need)
             if self._refill_on_advance:
                 self._qlen_seen[need] = self.view.queue_lengths()[need]
