@@ -22,6 +22,7 @@ import numpy as np
 from .config import SimConfig
 from .core import NODE_FEATURES, QUEUED, STEP_INFO_KEYS, EdgeClusterSim, InvalidActionError
 from .observe import QLEN_FEATURE
+from .placement import CAPACITY_EPS
 
 __all__ = ["CentralHeads"]
 
@@ -71,14 +72,6 @@ class CentralHeads:
         """The last step's counters, (K, B), one row per key of :data:`STEP_INFO_KEYS`."""
 
     # ------------------------------------------------------------------ episode state
-    @property
-    def ended(self) -> np.ndarray:
-        """(B,) bool, copies whose episode terminated or was truncated."""
-        sim = self.sim
-        if self.copies == 1:
-            return np.array([sim.terminated or sim.truncated])
-        return sim.terminated | sim.truncated
-
     def end_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """(B,) terminated and (B,) truncated, fresh."""
         return (
@@ -86,13 +79,15 @@ class CentralHeads:
             np.array(np.atleast_1d(self.sim.truncated)),
         )
 
+    @property
+    def ended(self) -> np.ndarray:
+        """(B,) bool, copies whose episode terminated or was truncated."""
+        term, trunc = self.end_flags()
+        return term | trunc
+
     def round_of(self, b: int) -> np.ndarray:
         """Copy ``b``'s current round: its queued jobs (local ids) in visiting order."""
         return self._rounds[b].copy()
-
-    def cursor_of(self, b: int) -> int:
-        """Position of copy ``b``'s head in its round."""
-        return int(self._cursor[b])
 
     def reset(self, seeds: list[int]) -> None:
         """Start an episode in every copy, copy ``b`` on workload seed ``seeds[b]``."""
@@ -175,7 +170,7 @@ class CentralHeads:
         view = self.view
         table, allowed = view.alloc_options(cp, j)  # (C, L, 3), (C, L)
         free = view.free[rows]  # (C, N, 3), fresh
-        free += 1e-9
+        free += CAPACITY_EPS  # the simulator's fit tolerance
         fits = (table[:, None, :, :] <= free[:, :, None, :]).all(-1)  # (C, N, L)
         fits &= allowed[:, None, :]
         mask[rows, 1:] = fits.reshape(len(cp), -1)
@@ -299,15 +294,11 @@ class CentralHeads:
             pinfo = self.sim.place(
                 self.view.job_home(pl, j) + pl * n, j + pl * jc, node + pl * n, level
             )
-            # one proposal per head and copies share no node, so a head's proposal cannot
-            # conflict or collide: each copy's counters are its own proposal's
-            for k in ("proposals", "placements", "collisions", "rejected", "task_conflicts"):
-                if len(place) == 1:
-                    info[k][place] = int(pinfo[k])
-                elif pinfo[k] != (len(place) if k in ("proposals", "placements") else 0):
-                    raise AssertionError(f"central heads: unexpected {k}={pinfo[k]}")
-                elif k in ("proposals", "placements"):
-                    info[k][place] = 1
+            # one proposal per head, each fitting alone, and copies share no node: a head's
+            # proposal cannot conflict, collide or be rejected, so it is placed
+            if pinfo["placements"] != len(place) or pinfo["collisions"] or pinfo["rejected"]:
+                raise AssertionError(f"central heads: a proposal was not placed ({pinfo})")
+            info["proposals"][place] = info["placements"][place] = 1
             for b, status in zip(place, self.view.job_status(pl, j).tolist(), strict=True):
                 if status != QUEUED:
                     self._move_on(b)

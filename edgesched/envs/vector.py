@@ -23,9 +23,10 @@ _SEED_HIGH = 2**63 - 1
 class CopiesVectorEnv(VectorEnv):
     """What the batched vector views share: seeding, reset masks, NEXT_STEP autoreset, infos.
 
-    A subclass holds ``num_envs`` copies of a scenario in one batched simulator and provides
-    :meth:`_reset_copies` (all copies, or some), :meth:`_obs` and :meth:`_episode_metrics`;
-    its ``step`` calls :meth:`_begin_autoreset` first and :meth:`_end_step` last.
+    A subclass holds ``num_envs`` copies of a scenario in one batched simulator, calls
+    :meth:`_init_copies` and provides the hooks: :meth:`_reset_copies` (all copies, or some),
+    :meth:`_obs`, :meth:`_episode_metrics`, :meth:`_checked_actions`, :meth:`_step_copies`
+    and :meth:`_end_flags`. ``reset`` and ``step`` (with the autoreset replay) are here.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
