@@ -573,3 +573,37 @@ def test_observation_blocks_and_job_reads_of_a_copy_are_the_simulators() -> None
         queued = np.flatnonzero(view.queued)
         assert len(queued) > 0
         eq(np.argsort(view.queue_key(queued)), np.argsort(sim.j_key_of(queued + b * jc)))
+
+
+@pytest.mark.parametrize("name", ["edge10", "tapfinger-hetero6"])
+def test_lone_batch_view_job_reads_equal_a_batched_copys(name: str) -> None:
+    """A lone simulator's BatchView skips the copy-id arithmetic (its local ids are its own):
+    its per-(copy, job) reads equal those of the same copy in a batched simulator."""
+    lone = EdgeClusterSim(make_config(name, max_slots=30))
+    lone.reset(seed=8)
+    many = EdgeClusterSim(make_config(name, max_slots=30), copies=3)
+    many.reset(seeds=[3, 8, 4])
+    rng = np.random.default_rng(1)
+    eq = np.testing.assert_array_equal
+    from edgesched.envs.batch_view import BatchView
+
+    one, mid = lone.batch_view(), BatchView(many, copy=1)
+    for _ in range(10):
+        jobs = np.arange(lone.view().num_jobs)
+        for j in (jobs, jobs[::-1][:5], np.array([-1, 0])):
+            zero = np.zeros_like(j)
+            eq(one.job_feature_rows(zero, j), mid.job_feature_rows(zero, j))
+            ok = j[j >= 0]
+            eq(one.job_home(zero[: len(ok)], ok), mid.job_home(zero[: len(ok)], ok))
+            eq(one.job_status(zero[: len(ok)], ok), mid.job_status(zero[: len(ok)], ok))
+            for got, want in zip(
+                one.alloc_options(zero[: len(ok)], ok),
+                mid.alloc_options(zero[: len(ok)], ok),
+                strict=True,
+            ):
+                eq(got, want)
+        score = rng.random(lone.mask.shape) * lone.mask
+        lone.step(score.argmax(-1))
+        joint = np.zeros(many.mask_batched.shape[:2], dtype=np.int64)  # (B, N)
+        joint[1] = score.argmax(-1)  # the other copies defer
+        many.step(joint)

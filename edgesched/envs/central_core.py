@@ -74,16 +74,18 @@ class CentralHeads:
     # ------------------------------------------------------------------ episode state
     def end_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """(B,) terminated and (B,) truncated, fresh."""
-        return (
-            np.array(np.atleast_1d(self.sim.terminated)),
-            np.array(np.atleast_1d(self.sim.truncated)),
-        )
+        sim = self.sim
+        if self.copies == 1:  # a lone simulator's flags are Python bools
+            return np.array([sim.terminated]), np.array([sim.truncated])
+        return sim.terminated.copy(), sim.truncated.copy()
 
     @property
     def ended(self) -> np.ndarray:
         """(B,) bool, copies whose episode terminated or was truncated."""
-        term, trunc = self.end_flags()
-        return term | trunc
+        sim = self.sim
+        if self.copies == 1:  # read every clock run: one array, not three
+            return np.array([sim.terminated or sim.truncated])
+        return sim.terminated | sim.truncated
 
     def round_of(self, b: int) -> np.ndarray:
         """Copy ``b``'s current round: its queued jobs (local ids) in visiting order."""
@@ -195,8 +197,14 @@ class CentralHeads:
         if deciding is not None:
             rows, cp, j = deciding
             nodes[rows, :, NODE_FEATURES] = self._log_bw[view.job_home(cp, j)]
-        obs[:, -3] = np.minimum(self._lens, 1e4) / 10.0
-        obs[:, -2] = np.minimum(self._cursor, 1e4) / 10.0
+        if b == 1:
+            # the same values on Python scalars (float64, then float32 as numpy's cast): six
+            # (1,)-array operations were a tenth of a lone head's decision
+            obs[0, -3] = min(int(self._lens[0]), 1e4) / 10.0
+            obs[0, -2] = min(int(self._cursor[0]), 1e4) / 10.0
+        else:
+            obs[:, -3] = np.minimum(self._lens, 1e4) / 10.0
+            obs[:, -2] = np.minimum(self._cursor, 1e4) / 10.0
         obs[:, -1] = view.time_features()[:, 0]
         return obs
 
@@ -280,7 +288,7 @@ class CentralHeads:
             info["invalid_actions"][bad] = 1
             for b in bad:
                 acts[b] = 0
-        t0 = self.view.clock
+        t0 = self.sim.tc.copy()  # every copy's clock (the view's, without its wrapper)
         place = [b for b, x in enumerate(acts) if x > 0]
         for b, x in enumerate(acts):
             if x == 0:
@@ -304,7 +312,7 @@ class CentralHeads:
                     self._move_on(b)
         rewards = self._advance_until_decision()
         # written into the rows: info's arrays are info_rows's rows
-        info["slot"][:] = self.view.clock
+        info["slot"][:] = self.sim.tc
         info["advanced"][:] = info["slot"] - t0
         return rewards, info
 
