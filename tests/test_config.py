@@ -356,6 +356,7 @@ def test_help_states_the_algorithms_capabilities_from_its_registry_entry(algo):
         ("algo.credit=bogus", "team|job"),
         ("algo.placement=bogus", "min_alloc|least_loaded|best_fit"),
         ("algo.conflict_winner=bogus", "sampled|argmax"),
+        ("algo.policy_rows=bogus", "all|choice"),
     ],
 )
 def test_algorithm_choices_name_the_key_the_value_and_what_is_allowed(override, allowed):

@@ -105,3 +105,36 @@ def test_target_kl_stops_after_the_first_epoch_over_it(target, epochs_run):
     for _ in range(epochs_run):
         torch.randperm(8, generator=ref)
     assert torch.equal(gen.get_state(), ref.get_state())
+
+
+# ---------------------------------------------------------------------------- policy rows
+def test_choice_rows_loss_normalizes_and_averages_over_the_choice_rows_only():
+    """``algo.policy_rows='choice'``: the forced rows' advantages neither shift nor scale the
+    choice rows', the gradient reaches only the choice rows, and the entropy is their mean."""
+    from edgesched.algos.common import choice_rows_loss, clipped_surrogate
+
+    gen = torch.Generator().manual_seed(3)
+    logp = torch.randn(6, 5, generator=gen).requires_grad_()
+    old = logp.detach() + 0.05 * torch.randn(6, 5, generator=gen)
+    choice = torch.rand(6, 5, generator=gen) < 0.3
+    # forced rows: an advantage far from the choice rows' (they set the all-row mean)
+    adv = torch.where(choice, torch.randn(6, 5, generator=gen), torch.full((6, 5), -20.0))
+    ent = torch.where(choice, torch.rand(6, 5, generator=gen), torch.zeros(6, 5))
+    pg, ratio, entropy = choice_rows_loss(logp, old, adv, ent, choice, 0.2)
+    want_pg, want_ratio = clipped_surrogate(logp[choice], old[choice], adv[choice], 0.2)
+    assert torch.equal(pg, want_pg) and torch.equal(ratio, want_ratio)
+    assert entropy == ent[choice].mean()
+    all_pg, _ = clipped_surrogate(logp, old, adv, 0.2)
+    assert not torch.isclose(pg, all_pg)  # the all-row normalization differs
+    pg.backward()
+    assert (logp.grad[~choice] == 0).all() and (logp.grad[choice] != 0).any()
+
+
+def test_choice_rows_loss_without_a_choice_row_is_zero():
+    from edgesched.algos.common import choice_rows_loss
+
+    logp = torch.zeros(2, 3)
+    pg, ratio, entropy = choice_rows_loss(
+        logp, logp, torch.ones(2, 3), torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.bool), 0.2
+    )
+    assert float(pg) == 0.0 and float(entropy) == 0.0 and torch.equal(ratio, torch.ones(1))

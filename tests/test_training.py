@@ -584,3 +584,35 @@ def test_anneal_lr_and_target_kl_reach_the_update(tmp_path):
     assert len(rows) == 4 and lrs[0] == pytest.approx(cfg.algo.lr)
     assert lrs == sorted(lrs, reverse=True) and lrs[-1] == pytest.approx(cfg.algo.lr / 4)
     assert all(r["ppo_epochs"] == 1 for r in rows)
+
+
+@pytest.mark.parametrize("name", ["mappo", "ippo", "srole"])
+def test_policy_rows_choice_changes_only_the_update(name):
+    """``algo.policy_rows``: the same rollout either way; ``choice`` updates the actor from the
+    rows with a choice (a different step when forced rows exist), the critic as before."""
+    import torch
+
+    from edgesched.algos import make_trainer
+    from edgesched.algos.common import VecSim
+    from edgesched.envs.scenarios import make_config
+    from edgesched.policy import EnvSpec
+
+    shield = "central" if name == "srole" else "none"
+    out = {}
+    for rows in ("all", "choice"):
+        vec = VecSim(make_config("edge10", max_slots=40), 2, 0, "edge10")
+        trainer = make_trainer(
+            name, algo_config(name, policy_rows=rows), EnvSpec.of(vec.sim), 0, shield, {}
+        )
+        batch = trainer.collect(vec, 16)
+        stats = trainer.update(batch, 0.5)
+        out[rows] = (batch, trainer, stats)
+    (b_all, t_all, s_all), (b_ch, t_ch, s_ch) = out["all"], out["choice"]
+    np.testing.assert_array_equal(b_all["actions"], b_ch["actions"])
+    forced = (b_all["mask"].sum(-1) == 1).mean()
+    assert 0 < forced < 1, "fixture: needs forced and choice rows"
+    w_all = torch.cat([p.detach().flatten() for p in t_all.actor.parameters()])
+    w_ch = torch.cat([p.detach().flatten() for p in t_ch.actor.parameters()])
+    assert not torch.equal(w_all, w_ch)
+    # over the choice rows only, the mean KL is larger than the all-row mean dilutes it to
+    assert s_ch["approx_kl"] > s_all["approx_kl"]

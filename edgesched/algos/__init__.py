@@ -129,6 +129,10 @@ def make_trainer(
 
 
 # ---------------------------------------------------------------------------- PPO family
+POLICY_ROWS = ("all", "choice")
+"""Values of the shared-actor learners' ``algo.policy_rows`` (:class:`SharedPPOConfig`)."""
+
+
 @dataclass
 class SharedPPOConfig(PPOConfig):
     """Keys of the shared-actor PPO learners (MAPPO, IPPO, SROLE; ``algos/mappo.py``).
@@ -147,10 +151,21 @@ class SharedPPOConfig(PPOConfig):
             another agent's job takes over its cost. Off by default: every committed board
             entry was trained on its own reward (a stored config without the key loads as
             trained); ``benchmarks/results/team_reward_tfh6.md`` measures it.
+        policy_rows: the agent rows over which the policy loss, its advantage
+            normalization and the entropy bonus are averaged. ``all``: every agent's row,
+            also those with one feasible action (they can only defer, so they carry no
+            gradient but shift and scale the normalized advantages: on edge50 about nine
+            rows in ten). ``choice``: the rows with more than one feasible action, as the
+            MAPPO authors' implementation treats inactive agents
+            (``use_policy_active_masks``; :func:`~edgesched.algos.common.choice_rows_loss`).
+            ``all`` by default: every committed board entry was trained so (a stored config
+            without the key loads as trained); ``benchmarks/results/policy_rows.md``
+            measures ``choice``.
     """
 
     feature_norm: bool = False
     team_reward: bool = False
+    policy_rows: str = "all"
 
 
 @dataclass
@@ -450,6 +465,7 @@ register_algorithm(
 
 
 __all__ = [
+    "POLICY_ROWS",
     "RLPTO_PLACEMENTS",
     "TAPFINGER_CONFLICT_WINNERS",
     "AlgorithmConfig",

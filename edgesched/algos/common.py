@@ -292,6 +292,42 @@ def clipped_surrogate(
     return -torch.min(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).mean(), ratio
 
 
+def choice_rows_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    adv: torch.Tensor,
+    entropy: torch.Tensor,
+    choice: torch.Tensor,
+    clip: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`clipped_surrogate` and the mean entropy over the rows of ``choice`` only.
+
+    The shared-actor learners' ``algo.policy_rows='choice'``: an agent with one feasible
+    action (it can only defer) has log-probability 0 and no gradient, but over all rows its
+    advantage still sets the minibatch's advantage mean and spread. Normalizing, and
+    averaging the policy loss and the entropy, over the agents that chose is what the MAPPO
+    authors' implementation does for inactive agents (``use_policy_active_masks``, Yu et
+    al., NeurIPS'22). The approximate KL and clip fraction are then of those rows too.
+
+    Args:
+        logp: log-probabilities of the actions under the current policy, per row.
+        old_logp: their log-probabilities when collected (same shape).
+        adv: advantages (same shape).
+        entropy: the policy's entropy per row (same shape).
+        choice: bool, same shape: rows with more than one feasible action.
+        clip: PPO's clip range.
+
+    Returns:
+        ``(policy_loss, ratio, entropy)``; a minibatch without a choice row gives zero losses
+        (still part of the graph) and a ratio of ones.
+    """
+    if not bool(choice.any()):
+        zero = logp.sum() * 0.0
+        return zero, torch.ones(1), zero
+    pg, ratio = clipped_surrogate(logp[choice], old_logp[choice], adv[choice], clip)
+    return pg, ratio, entropy[choice].mean()
+
+
 def ppo_step(
     opt: torch.optim.Optimizer,
     params: list[torch.Tensor],

@@ -61,6 +61,7 @@ from .common import (
     RunningMeanStd,
     TrainingDivergedError,
     VecSim,
+    choice_rows_loss,
     clipped_surrogate,
     gae,
     masked_logits,
@@ -443,14 +444,21 @@ class PPOTrainer:
         ret_t = torch.from_numpy(ret_n.astype(np.float32))
         # agents with more than one feasible action: only they carry a gradient
         choice = mask.sum(-1) != 1
+        # getattr: configs stored before the key existed trained on every row
+        on_choice = getattr(cfg, "policy_rows", "all") == "choice"
         clip = float(cfg.clip)
         loop = PPOEpochs(cfg, g_total, self.gen, progress, self.opt, self.params, self.updates)
         for idx in loop:
             obs_i = obs[idx]  # the largest gather of the minibatch: once for actor and critic
-            logp, ent = self._logp_entropy(obs_i, mask[idx], actions[idx], choice[idx])
-            pg, ratio = clipped_surrogate(logp, old_logp[idx], adv[idx], clip)
+            c = choice[idx]
+            logp, ent = self._logp_entropy(obs_i, mask[idx], actions[idx], c)
+            if on_choice:
+                pg, ratio, entropy = choice_rows_loss(logp, old_logp[idx], adv[idx], ent, c, clip)
+            else:
+                pg, ratio = clipped_surrogate(logp, old_logp[idx], adv[idx], clip)
+                entropy = ent.mean()
             v = self.critic(obs_i, state[idx])
-            loop.step(pg, 0.5 * ((v - ret_t[idx]) ** 2).mean(), ent.mean(), ratio)
+            loop.step(pg, 0.5 * ((v - ret_t[idx]) ** 2).mean(), entropy, ratio)
         self.updates += 1
         return loop.result()
 

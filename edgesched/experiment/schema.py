@@ -22,7 +22,7 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from edgesched.algos import RLPTO_PLACEMENTS, TAPFINGER_CONFLICT_WINNERS
+from edgesched.algos import POLICY_ROWS, RLPTO_PLACEMENTS, TAPFINGER_CONFLICT_WINNERS
 from edgesched.algos.base import AlgorithmConfig
 from edgesched.protocol import MAX_ENV_COPIES, MAX_EVAL_EPISODES, MAX_EVAL_SEED
 
@@ -483,6 +483,7 @@ def _check_algo(a: DictConfig, shield: str) -> None:
         ("credit", ("team", "job")),
         ("placement", RLPTO_PLACEMENTS),
         ("conflict_winner", TAPFINGER_CONFLICT_WINNERS),
+        ("policy_rows", POLICY_ROWS),
     ):
         if key in a:
             _check(a[key] in allowed, f"algo.{key}", a[key], f"use {'|'.join(allowed)}")
