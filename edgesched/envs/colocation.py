@@ -14,8 +14,8 @@ mapping of the catalog's models to the measured jobs):
   newer worker's job crashes. On a GPU held by ``k >= 3`` workers each runs at
   ``1 / (k * m_k)`` of its speed alone, ``m_k`` Muri's measured iteration-time multiplier of
   ``k`` interleaved jobs (SIGCOMM'22; ``m_k`` of 4 for more than 4: assumed), and any failing
-  pair among them crashes the newest job. A worker spanning several GPUs runs at its worst
-  GPU's rate.
+  pair among them crashes the newest job, even one outside the pair (assumed). A worker
+  spanning several GPUs runs at its worst GPU's rate.
 * **CPU oversubscription** (Synergy, OSDI'22): when a node's workers hold more cores than it
   has, each gets its proportional share (assumed: fair sharing by the OS) and runs at its
   model's measured throughput at that many cores per GPU over that at its allocation
@@ -32,8 +32,11 @@ mapping of the catalog's models to the measured jobs):
   assumed, a scenario parameter), releases all its workers, returns to its queues at its
   priority and, when it next starts, spends the measured restart seconds of its model and
   GPU count before progressing.
-* A synchronous job already runs at its slowest worker (``sync.slowest_worker``), so one
-  badly placed worker slows the whole job.
+* **Newest** (assumed): one round's placements are ordered by agent index, and the mask
+  stops one agent from overcommitting a node alone, so a same-round overload always crashes
+  the higher-numbered agent's job: under local rewards it bears the crashes (a random order,
+  as ``reject`` admits, would change the dynamics: left for a new scenario version).
+* One badly placed worker slows its whole synchronous job (``sync.slowest_worker``).
 
 Hardware tiers map to measured GPU classes by :data:`TIER_GPU_CLASS`. Jetson-class boards
 (and custom capacities) have no measurements and no native concurrent GPU sharing: workers
