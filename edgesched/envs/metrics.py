@@ -42,7 +42,9 @@ MEASURED_METRICS = (
     "cpu_starved_slots",
 )
 """Episode metrics of ``collision_mode='measured'``: jobs crashed (a failing GPU pair or
-host memory), slots of work they lost, restart seconds they paid, worker-slots on a shared
+host memory); slots of running they lost (each crash's slots since its job's last
+checkpoint, slowed or restarting slots included); restart seconds they owe (counted at the
+crash, whether or not the job restarts before the episode ends); worker-slots on a shared
 GPU and on oversubscribed cores."""
 
 
