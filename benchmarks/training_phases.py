@@ -4,8 +4,9 @@ For every run folder under ``--runs`` (a ``metrics.jsonl`` beside an ``eval.json
 ``config.yaml``), the updates are cut into windows of training progress (``--windows``,
 fractions of the run's updates) and, per window, the log's means are printed: the JCT of
 the training episodes that finished (on training workloads, under the sampling policy), the
-policy's entropy, PPO's approximate KL per update and clip fraction, and the entropy
-coefficient at the window's end. Read beside the held-out curve: a late rise of held-out
+policy's entropy, PPO's approximate KL per update and clip fraction, the entropy
+coefficient at the window's end and, for a run with ``algo.target_kl``, the epochs an update
+ran before the KL stopped it. Read beside the held-out curve: a late rise of held-out
 JCT with training JCT still falling points to overfitting the training workloads; both
 rising, with the update's KL growing as entropy falls, to instability::
 
@@ -26,7 +27,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import Report  # benchmarks/ is a folder of scripts, not a package
 
-KEYS = ("train_jct_mean", "entropy", "approx_kl", "clip_frac")
+KEYS = ("train_jct_mean", "entropy", "approx_kl", "clip_frac", "ppo_epochs")
+"""Logged means per window; ``ppo_epochs`` (epochs an update ran) only with ``algo.target_kl``."""
 
 
 def read_log(path: Path) -> list[dict]:
@@ -89,13 +91,17 @@ def main(argv: list[str] | None = None) -> None:
         rep.print(
             f"{log.parent.as_posix()}: {len(rows)} updates, {last.get('env_steps', 0):,} env steps"
         )
-        rep.print("| progress | updates | train JCT | entropy | approx KL | clip frac | ent_coef |")
-        rep.print("|---|---|---|---|---|---|---|")
+        # a run with a target KL logs how many epochs each update ran before stopping
+        stops = any("ppo_epochs" in r for r in rows)
+        head = "| progress | updates | train JCT | entropy | approx KL | clip frac | ent_coef |"
+        rep.print(head + (" PPO epochs |" if stops else ""))
+        rep.print("|---|---|---|---|---|---|---|" + ("---|" if stops else ""))
         for ph in phases(rows, edges):
             rep.print(
                 f"| {ph['from']:.2f}-{ph['to']:.2f} | {ph['updates']:.0f} | "
                 f"{ph['train_jct_mean']:.2f} | {ph['entropy']:.3f} | {ph['approx_kl']:.4f} | "
                 f"{ph['clip_frac']:.3f} | {ph['ent_coef']:.4f} |"
+                + (f" {ph['ppo_epochs']:.2f} |" if stops else "")
             )
         rep.print("")
     rep.save()

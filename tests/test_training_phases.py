@@ -59,3 +59,13 @@ def test_report_per_run_and_argument_errors(tp, tmp_path, capsys):
         tp.main(["--runs", str(tmp_path / "runs"), "--windows", "0.5,0.2"])
     with pytest.raises(SystemExit):
         tp.main(["--runs", str(tmp_path / "none")])
+
+
+def test_a_target_kl_run_shows_its_epochs(tp, tmp_path, capsys):
+    rows = _run(tmp_path / "runs" / "k" / "seed0", n=8)
+    log = tmp_path / "runs" / "k" / "seed0" / "metrics.jsonl"
+    log.write_text("\n".join(json.dumps({**r, "ppo_epochs": 4 - (r["update"] > 4)}) for r in rows))
+    tp.main(["--runs", str(tmp_path / "runs"), "--windows", "0,0.5,1"])
+    out = capsys.readouterr().out
+    assert "| PPO epochs |" in out
+    assert out.rstrip().splitlines()[-1].endswith("| 3.00 |")  # updates 5..8 stopped early
