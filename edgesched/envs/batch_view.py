@@ -113,7 +113,7 @@ class BatchView(SharedStatics):
         (3, 10, 3)
     """
 
-    __slots__ = ("_b0", "_lone", "_nb")
+    __slots__ = ("_b0", "_nb")
 
     def __init__(self, sim: Any, copy: int | None = None) -> None:
         if copy is None:
@@ -123,10 +123,6 @@ class BatchView(SharedStatics):
                 raise ValueError(f"copy={copy!r}: need 0 <= copy < {sim.copies}")
             self._b0, self._nb = int(copy), 1
         self._sim = sim
-        # a lone simulator's local ids are its own: the per-(copy, job) reads skip the id
-        # arithmetic (three (1,)-array operations each, a measurable part of the lone
-        # central view's decision)
-        self._lone = int(sim.copies) == 1
 
     def _rows(self) -> slice:
         n = self._sim.agents_per_copy
@@ -186,7 +182,10 @@ class BatchView(SharedStatics):
 
         -1 (an empty slot) is kept unless ``valid`` says there is none.
         """
-        if self._lone:
+        # a lone simulator's local ids are its own: skip the id arithmetic (three (1,)-array
+        # operations, a measurable part of the lone central view's decision). Read from the
+        # simulator, not kept here: views pickled before this shortcut still unpickle.
+        if self._sim.copies == 1:
             return jobs
         ids = (copies + self._b0) * self._sim.job_capacity + jobs
         return ids if valid else np.where(jobs >= 0, ids, -1)
@@ -211,7 +210,7 @@ class BatchView(SharedStatics):
 
         ``jobs`` must be valid ids (>= 0).
         """
-        if self._lone:
+        if self._sim.copies == 1:  # local ids and agents are the simulator's
             return self._sim.j_home[jobs]
         ids = self._job_ids(copies, jobs)
         return self._sim.j_home[ids] - (copies + self._b0) * self._sim.agents_per_copy
