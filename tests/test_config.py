@@ -372,6 +372,14 @@ def test_algorithm_choices_name_the_key_the_value_and_what_is_allowed(override, 
         validate(_compose([f"algo={algo}", override]))
 
 
+def test_a_negative_pointer_clip_is_refused():
+    from edgesched.experiment import ExperimentConfigError
+
+    with pytest.raises(ExperimentConfigError, match=r"algo\.pointer_clip=-1\.0.*>= 0"):
+        validate(_compose(["algo=tapfinger", "algo.pointer_clip=-1.0"]))
+    validate(_compose(["algo=tapfinger", "algo.pointer_clip=10"]))
+
+
 def test_a_work_conserving_head_needs_masking():
     from edgesched.experiment import ExperimentConfigError
 

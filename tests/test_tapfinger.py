@@ -394,6 +394,26 @@ def test_ablations_remove_attention_and_pointer():
         np.testing.assert_allclose(row[m], 1.0 / m.sum(), rtol=1e-5)
 
 
+def test_pointer_clip_bounds_the_pointer_logits_softly():
+    """``algo.pointer_clip=C``: the pointer row (defer and task scores) is ``C tanh(x / C)``
+    of the unbounded network's, with the same weights; the allocation head is untouched."""
+    sim = _busy("tapfinger-hetero6")
+    spec = EnvSpec.of(sim)
+    free = TapFingerTrainer(_cfg(), spec, seed=0)
+    clipped = TapFingerTrainer(_cfg(pointer_clip=0.5), spec, seed=0)
+    clipped.actor.load_state_dict(free.actor.state_dict())
+    batch = pad_graphs([sim.graph()])
+    with torch.no_grad():
+        raw, alloc, v = free.actor(batch)
+        got, alloc_c, v_c = clipped.actor(batch)
+    assert raw.abs().max() > 0.5, "fixture: some logit beyond the bound"
+    torch.testing.assert_close(got, 0.5 * torch.tanh(raw / 0.5))
+    assert got.abs().max() < 0.5
+    assert torch.equal(alloc, alloc_c) and torch.equal(v, v_c)
+    out = clipped.propose([sim.graph()], sim.mask[None])
+    assert sim.mask[np.arange(sim.num_agents), out["actions"][0]].all()
+
+
 def test_update_path_computes_the_same_chosen_slot_log_probs():
     """The PPO update evaluates the allocation head on the chosen slot only; same numbers."""
     sim = _busy("tapfinger-hetero6")

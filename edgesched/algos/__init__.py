@@ -369,6 +369,13 @@ class TapFingerConfig(PPOConfig):
             proportion to pointer probability x softmax of the fit in training, the most
             probable at evaluation) or ``argmax`` (the largest pointer probability x fit,
             always; the original TapFinger code's rule).
+        pointer_clip: bound ``C`` of the pointer's logits (task scores and defer score),
+            ``C * tanh(logit / C)``: near 0 unchanged, never beyond ``+-C``. The original
+            code's pointers are bounded (its LSTM pointer ``10 * tanh``, its attention
+            pointer additive, ``v . tanh(...)``); ours is a scaled dot product, whose
+            logits grow with training (``benchmarks/results/tapfinger_pointer.md``). 0 (the
+            default, as every committed run trained; a stored config without the key loads
+            so) leaves them unbounded.
     """
 
     name: str = "tapfinger"
@@ -380,6 +387,7 @@ class TapFingerConfig(PPOConfig):
     team_reward: bool = True
     work_conserving: bool = False
     conflict_winner: str = "sampled"
+    pointer_clip: float = 0.0
 
 
 def _tapfinger(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:

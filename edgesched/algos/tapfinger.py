@@ -4,7 +4,8 @@ Each agent (an edge node, or an edge cluster in ``tapfinger-hetero6``) decides i
 
 1. **Task selection** (pointer): attention of the agent's embedding over the embeddings of the
    tasks in its ``pending_slots`` (masked where a slot is empty or nothing fits), plus a
-   learned "defer" score: ``logit(s) = q(h_agent) . k(h_task_s) / sqrt(d)``.
+   learned "defer" score: ``logit(s) = q(h_agent) . k(h_task_s) / sqrt(d)`` (unbounded, or
+   ``C tanh(logit / C)`` with ``algo.pointer_clip=C``).
 2. **Allocation**: a head over every (placement target, allocation level) pair for the chosen
    task, ``f([h_agent, h_task, h_target])``, masked by the task's minimum demand and the
    target's free capacity (the simulator's action mask). On ``tapfinger-hetero6`` the grid
@@ -168,8 +169,11 @@ class TapFingerNet(nn.Module):
         heads: attention heads.
     """
 
-    def __init__(self, spec: EnvSpec, hidden: int, layers: int, heads: int) -> None:
+    def __init__(
+        self, spec: EnvSpec, hidden: int, layers: int, heads: int, pointer_clip: float = 0.0
+    ) -> None:
         super().__init__()
+        self.pointer_clip = float(pointer_clip)
         in_dims = {
             "node": NODE_FEATURES,
             "pending": spec.job_features,
@@ -204,6 +208,11 @@ class TapFingerNet(nn.Module):
         ht = torch.cat([hn, zero], 1)[rows, torch.where(tg >= 0, tg, hn.shape[1])]  # (G, N, K1, H)
         ptr = (self.q(ha)[:, :, None, :] * self.k(hs)).sum(-1) / self.hidden**0.5
         ptr = torch.cat([self.defer(ha), ptr], dim=-1)
+        if self.pointer_clip > 0:
+            # bounded to +-C like the original's pointers (10 tanh), scaled so that logits
+            # near 0, as at initialization, are unchanged
+            c = self.pointer_clip
+            ptr = c * torch.tanh(ptr / c)
         if only_slot is not None:
             hs = hs.gather(2, only_slot[:, :, None, None].expand(-1, -1, 1, hs.shape[-1]))
         n, p = hs.shape[1], hs.shape[2]
@@ -303,7 +312,9 @@ class TapFingerTrainer:
         self.spec = spec
         torch.manual_seed(seed)
         layers = int(cfg.gnn_layers) if cfg.graph_attention else 0
-        self.actor = TapFingerNet(spec, int(cfg.gnn_hidden), layers, int(cfg.gnn_heads))
+        # a stored config from before the key had unbounded pointer logits
+        clip = float(getattr(cfg, "pointer_clip", 0.0) or 0.0)
+        self.actor = TapFingerNet(spec, int(cfg.gnn_hidden), layers, int(cfg.gnn_heads), clip)
         self.pointer = bool(cfg.pointer)
         self.team_reward = bool(cfg.team_reward)
         self.work_conserving = bool(getattr(cfg, "work_conserving", False))

@@ -425,6 +425,7 @@ _UNIT = ("exploration_fraction", "exploration_final_eps")
 _NON_NEGATIVE = {
     "target_kl": "need a number >= 0 (0: never stop an update's epochs early)",
     "queue_shaping": "need a non-negative weight (0 turns the shaping off)",
+    "pointer_clip": "need a number >= 0 (0: unbounded pointer logits)",
 }
 
 
