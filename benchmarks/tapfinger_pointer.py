@@ -5,8 +5,9 @@ its own scenario and overrides for ``--steps`` decision rounds in ``--copies`` c
 (workload seeds from ``--seed``), and the script reports, per policy and as means over the
 policies of one entry (its file name without ``_seedN``):
 
-* the pointer's raw logits over the feasible pending slots: standard deviation and largest
-  magnitude (they are unbounded, ``q(h_agent) . k(h_task) / sqrt(d)``);
+* the pointer's logits over the feasible pending slots: standard deviation and largest
+  magnitude (``q(h_agent) . k(h_task) / sqrt(d)``, unbounded unless the policy was trained
+  with ``algo.pointer_clip``);
 * the pointer's entropy on rows where some task is feasible (with "defer"), and the most it
   could be there (``log`` of the choices, mean over those rows);
 * the fraction of placement attempts that lost a task conflict (the agent chose a task
