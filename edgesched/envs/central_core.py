@@ -82,10 +82,8 @@ class CentralHeads:
     @property
     def ended(self) -> np.ndarray:
         """(B,) bool, copies whose episode terminated or was truncated."""
-        sim = self.sim
-        if self.copies == 1:  # read every clock run: one array, not three
-            return np.array([sim.terminated or sim.truncated])
-        return sim.terminated | sim.truncated
+        term, trunc = self.end_flags()
+        return term | trunc
 
     def round_of(self, b: int) -> np.ndarray:
         """Copy ``b``'s current round: its queued jobs (local ids) in visiting order."""
