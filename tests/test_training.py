@@ -616,3 +616,29 @@ def test_policy_rows_choice_changes_only_the_update(name):
     assert not torch.equal(w_all, w_ch)
     # over the choice rows only, the mean KL is larger than the all-row mean dilutes it to
     assert s_ch["approx_kl"] > s_all["approx_kl"]
+
+
+def test_resume_accepts_a_checkpoint_written_before_an_option_existed(tmp_path):
+    """A checkpoint whose config predates a key (here ``policy_rows``) resumes when the key
+    is at its default (the class's default keeps the stored behaviour) and is refused when
+    it is not; the resumed run's record equals an uninterrupted run's."""
+    import torch
+
+    ref = tmp_path / "ref"
+    run(make_cfg(ref, total_env_steps=32 * 4))
+    r = tmp_path / "r"
+    run(make_cfg(r, total_env_steps=32 * 4))
+    ckpt_path = r / "checkpoints" / "last.pt"
+    ckpt = torch.load(ckpt_path, weights_only=False)
+    assert ckpt["config"]["algo"].pop("policy_rows") == "all"
+    torch.save(ckpt, ckpt_path)
+    (r / "eval.json").unlink()  # as if killed after its last checkpoint
+
+    changed = make_cfg(r, total_env_steps=32 * 4, resume=True)
+    changed.algo.policy_rows = "choice"
+    with pytest.raises(ExperimentConfigError, match=r"differs from the checkpoint's in \['algo'\]"):
+        run(changed)
+    run(make_cfg(r, total_env_steps=32 * 4, resume=True))
+    got = json.loads((r / "eval.json").read_text())
+    want = json.loads((ref / "eval.json").read_text())
+    assert untimed(got["summary"]) == untimed(want["summary"])

@@ -23,6 +23,7 @@ console shows the run's progress and result (:mod:`edgesched.experiment.console`
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import time
 import uuid
@@ -164,7 +165,25 @@ def _comparable(cfg: DictConfig) -> dict[str, Any]:
     return c
 
 
+def _typed_algo(c: dict[str, Any]) -> dict[str, Any]:
+    """``c`` with its ``algo`` node read through the algorithm's config class.
+
+    A key the class gained after ``c`` was written takes its default there, which keeps
+    the stored behaviour (:func:`edgesched.algos.config_from_dict`), so a run started before
+    an option existed still resumes when the option is left at its default.
+    """
+    algo = c.get("algo")
+    if not isinstance(algo, dict):
+        return c
+    try:
+        typed = dataclasses.asdict(config_from_dict(algo))
+    except (KeyError, TypeError, ValueError):
+        return c  # an unknown algorithm or a bad value: compare as written
+    return {**c, "algo": typed}
+
+
 def _config_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    old, new = _typed_algo(old), _typed_algo(new)
     return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
 
 
