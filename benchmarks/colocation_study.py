@@ -25,7 +25,9 @@ premise under each collision model, on the same held-out workloads:
   leaves no catalog pair that can fail, so every crash left is a host-memory overflow;
   and ``restart_seconds_scale`` (a multiplier of Muri's restart seconds, measured on
   datacenter GPUs through assumed stand-ins for four of the six models; 0 makes restarts
-  free, 8 makes one cost about a 60 s slot).
+  free, 8 makes one cost about a 60 s slot), and ``crash_order`` (``random``: one round's
+  placements count as placed in a seeded random order instead of by agent index, so a
+  same-round overload no longer always crashes the higher-numbered agent's job).
 
 For each (scenario, model, heuristic) it reports the unshielded and the central-shielded
 mean JCT over the held-out seeds with 95% t-intervals over seeds, the shield's relative
@@ -38,7 +40,7 @@ Usage::
     python benchmarks/colocation_study.py                 # edge50-highload and edge50, 5 seeds
     python benchmarks/colocation_study.py --scenarios edge50 --seeds 3
     python benchmarks/colocation_study.py --shares 1 --checkpoints --t4-as --cpu-weights \
-        --gavel-maps --tier-as --restart-scales          # (no sweep)
+        --gavel-maps --tier-as --restart-scales --crash-orders          # (no sweep)
     python benchmarks/colocation_study.py --out benchmarks/results   # + colocation_study.md
 """
 
@@ -79,6 +81,7 @@ def models_to_run(
     gavel_maps: tuple[str, ...] = (),
     tier_as: tuple[tuple[str, str], ...] = (),
     restart_scales: tuple[float, ...] = (),
+    crash_orders: tuple[str, ...] = (),
 ) -> list[tuple[str, dict[str, Any]]]:
     """The collision models of the study: timeshare, measured, and the one-at-a-time sweep.
 
@@ -94,6 +97,8 @@ def models_to_run(
             pairs then run at, and fail as, that measured class's pairs).
         restart_scales: ``restart_seconds_scale`` values to sweep (the restart cost's
             envelope).
+        crash_orders: ``crash_order`` values to sweep (which of one round's placements
+            counts as newer, so whose job a same-round overload crashes).
 
     Returns:
         ``(label, overrides)`` pairs, ``timeshare`` and ``measured`` first.
@@ -120,6 +125,7 @@ def models_to_run(
         ("cpu_starvation_weight", cpu_weights, defaults.cpu_starvation_weight),
         ("gavel_model_map", gavel_maps, defaults.gavel_model_map),
         ("restart_seconds_scale", restart_scales, defaults.restart_seconds_scale),
+        ("crash_order", crash_orders, defaults.crash_order),
     )
     for key, values, default in sweeps:
         for v in values:
@@ -139,7 +145,7 @@ def main() -> None:
     """Print (and optionally write) the shield's effect under each collision model."""
     from edgesched.envs.catalog import hardware_tiers
     from edgesched.envs.colocation import gavel_model_maps
-    from edgesched.envs.config_checks import MEASURED_GPU_CLASSES
+    from edgesched.envs.config_checks import CRASH_ORDERS, MEASURED_GPU_CLASSES
     from edgesched.envs.scenarios import get_scenario
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -162,8 +168,10 @@ def main() -> None:
         help="read a hardware tier as a measured GPU class, one row each",
     )
     p.add_argument("--restart-scales", nargs="*", type=float, default=[0.0, 8.0])
+    p.add_argument("--crash-orders", nargs="*", default=["random"], choices=list(CRASH_ORDERS))
     p.add_argument("--seeds", type=int, default=5, help="held-out seeds from 10000")
-    p.add_argument("--out", default="", help="directory for colocation_study.md")
+    p.add_argument("--out", default="", help="directory for the results page")
+    p.add_argument("--name", default="colocation_study", help="results page name (.md)")
     args = p.parse_args()
     tier_as: list[tuple[str, str]] = []
     for entry in args.tier_as:
@@ -175,7 +183,7 @@ def main() -> None:
             )
         tier_as.append((tier, cls))
     seeds = list(range(10_000, 10_000 + args.seeds))
-    rep = Report("colocation_study", args.out)
+    rep = Report(args.name, args.out)
     rep.print(f"Held-out seeds {seeds[0]}..{seeds[-1]}, one episode each; JCT in slots.")
     rep.print("")
     rep.print(
@@ -195,6 +203,7 @@ def main() -> None:
             tuple(args.gavel_maps),
             tuple(tier_as),
             tuple(args.restart_scales),
+            tuple(args.crash_orders),
         )
         for label, overrides in sweep:
             handle = resolve_scenario(name, **overrides)

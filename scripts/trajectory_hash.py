@@ -94,6 +94,16 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         },
         False,
     ),
+    # the same crash-prone mix with each round's placements in a random order
+    "edge10-v1+crash-order-random": (
+        "edge10-v1",
+        {
+            "models": (("imagenet", 1.0),),
+            "tier_mix": (("small_server", 1.0),),
+            "crash_order": "random",
+        },
+        False,
+    ),
     "edge10-v1+switch-weight-resize": ("edge10-v1", {"switch_weight": 0.5}, True),
     # the original TapFinger code's rules (issue 21), together and the per-type minimum
     "tapfinger-hetero6-v0+original-rules": (

@@ -141,6 +141,15 @@ def test_every_scenario_matches_single_simulators(name: str) -> None:
             {"collision_mode": "measured", "arrival_rate": 1.5},
             ("collisions_executed", "shared_gpu_slots", "crashes"),
         ),
+        (
+            {
+                "collision_mode": "measured",
+                "crash_order": "random",
+                "arrival_rate": 1.5,
+                "models": (("imagenet", 0.5), ("cifar10", 0.5)),  # crashes every few episodes
+            },
+            ("collisions_executed", "crashes"),
+        ),
         ({"visibility": "shared", "conflict_rule": "random"}, ("task_conflicts",)),
         ({"visibility": "shared", "conflict_rule": "fit_argmax"}, ("task_conflicts",)),
         ({"visibility": "shared", "waiting_charge": "every_viewer"}, ("task_conflicts",)),

@@ -505,6 +505,7 @@ def test_the_study_sweeps_each_assumption_once_around_the_defaults():
         ("largest_batch", "declared"),
         (("jetson", "k80"), ("small_server", "k80"), ("small_server", "p100")),
         (1.0, 8.0),
+        ("agent", "random"),
     )
     labels = [label for label, _ in rows]
     assert labels == [
@@ -518,14 +519,16 @@ def test_the_study_sweeps_each_assumption_once_around_the_defaults():
         "measured, cpu_starvation_weight=0",
         "measured, gavel_model_map=largest_batch",
         "measured, restart_seconds_scale=8",
+        "measured, crash_order=random",
     ]
     for _, overrides in rows[2:]:
         changed = dict(overrides)
         assert changed.pop("collision_mode") == "measured" and len(changed) == 1
         cfg.replace(**changed)  # each is a valid configuration
     assert rows[5][1] == {"collision_mode": "measured", "tier_gpu_classes": (("jetson", "k80"),)}
-    assert rows[-2][1] == {"collision_mode": "measured", "gavel_model_map": "largest_batch"}
-    assert rows[-1][1] == {"collision_mode": "measured", "restart_seconds_scale": 8.0}
+    assert rows[-3][1] == {"collision_mode": "measured", "gavel_model_map": "largest_batch"}
+    assert rows[-2][1] == {"collision_mode": "measured", "restart_seconds_scale": 8.0}
+    assert rows[-1][1] == {"collision_mode": "measured", "crash_order": "random"}
 
 
 def test_the_most_failing_gavel_jobs_are_the_ones_the_page_names():
@@ -612,3 +615,31 @@ def test_a_resize_that_repacks_a_failing_pair_crashes_the_newer_job_at_its_check
     assert sim.counters.crash_slots_lost == 2  # slots 4 and 5 since it
     assert sim.status[b] == RUNNING and sim.progress[b] > progress_b  # the older one runs on
     assert sim.counters.restart_seconds > 0
+
+
+@pytest.mark.parametrize("order", ["agent", "random"])
+def test_crash_order_decides_whose_job_a_same_round_overflow_crashes(order):
+    """Two agents place a cifar10 worker each on a node whose memory holds one, in one round.
+    ``agent`` (v1): the higher-numbered agent's job always crashes; ``random``: either, drawn
+    from a generator of the order's own (the same seed, the same victim; the simulator's
+    other draws stay those of ``agent``)."""
+    caps, classes = ((8, 2, 6), (8, 2, 6)), ("v100", "v100")
+
+    def same_round_overflow(seed: int, rule: str) -> tuple[int, dict]:
+        sim = _sim(caps, classes, seed=seed, models=(("cifar10", 1.0),), crash_order=rule)
+        queued = np.flatnonzero(sim.status == QUEUED)
+        a = int(queued[sim.j_home[queued] == 0][0])
+        b = int(queued[sim.j_home[queued] == 1][0])
+        sim.place(np.array([0, 1]), np.array([a, b]), np.array([0, 0]), np.array([0, 0]))
+        _defer(sim)
+        assert sim.counters.crashes == 1
+        assert sorted(sim.status[[a, b]].tolist()) == sorted([RUNNING, QUEUED])
+        return (0 if sim.status[a] == QUEUED else 1), sim.rngs[0].bit_generator.state
+
+    victims = []
+    for seed in range(12):
+        victim, state = same_round_overflow(seed, order)
+        assert same_round_overflow(seed, order)[0] == victim  # seeded
+        assert same_round_overflow(seed, "agent")[1] == state  # the order drew elsewhere
+        victims.append(victim)
+    assert set(victims) == ({1} if order == "agent" else {0, 1})

@@ -34,8 +34,8 @@ mapping of the catalog's models to the measured jobs):
   GPU count before progressing.
 * **Newest** (assumed): one round's placements are ordered by agent index, and the mask
   stops one agent from overcommitting a node alone, so a same-round overload always crashes
-  the higher-numbered agent's job: under local rewards it bears the crashes (a random order,
-  as ``reject`` admits, would change the dynamics: left for a new scenario version).
+  the higher-numbered agent's job: under local rewards it bears the crashes. The option
+  ``crash_order='random'`` orders each round at random (off in every registered scenario).
 * One badly placed worker slows its whole synchronous job (``sync.slowest_worker``).
 
 Hardware tiers map to measured GPU classes by :data:`TIER_GPU_CLASS`. Jetson-class boards

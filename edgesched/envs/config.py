@@ -20,6 +20,7 @@ from .config_checks import (
     ARRIVAL_SCOPES,
     COLLISION_MODES,
     CONFLICT_RULES,
+    CRASH_ORDERS,
     EDGEGOSSIP_MAX_MIN_GAIN,
     INVALID_ACTION_MODES,
     MAX_ARRIVAL_CELLS,
@@ -44,6 +45,7 @@ __all__ = [
     "ARRIVAL_SCOPES",
     "COLLISION_MODES",
     "CONFLICT_RULES",
+    "CRASH_ORDERS",
     "EDGEGOSSIP_MAX_MIN_GAIN",
     "INVALID_ACTION_MODES",
     "MAX_ARRIVAL_CELLS",
@@ -247,6 +249,13 @@ class SimConfig:
     """A slot in which a running job's allocation changed (``resize``) makes this fraction of
     its progress: the cost of stopping and restarting its workers on the new allocation
     (TapFinger's ``switch_weight``; 1 = free, the v0 behaviour)."""
+    crash_order: str = "agent"
+    """``measured``: which of one round's placements counts as newer when they share a GPU or
+    overflow a node's memory (the newer one's job crashes). ``agent`` (v1): in agent-index
+    order, so a same-round overload always crashes the higher-numbered agent's job, and under
+    local rewards that agent bears the crashes; ``random``: a seeded random order within each
+    copy's round, so no agent index is favoured (drawn from a generator of its own, so the
+    workload and every other random draw stay those of ``agent``)."""
     checkpoint_interval: int = 10
     """``measured``: a running job checkpoints every this many slots of running; a crash
     loses the progress since (0: never, a crash restarts from scratch). Assumed: 10 slots."""

@@ -26,6 +26,7 @@ INVALID_ACTION_MODES = ("raise", "defer")
 TOPOLOGY_KINDS = ("geometric", "eua", "full")
 ARRIVAL_SCOPES = ("node", "cluster")
 CONFLICT_RULES = ("random", "fit", "fit_argmax")
+CRASH_ORDERS = ("agent", "random")
 ALLOC_MODES = ("scale", "grid")
 TRACE_FORMAT_CHOICES = ("auto", "philly", "pollux", "alibaba")
 
@@ -60,6 +61,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "topology": TOPOLOGY_KINDS,
     "arrival_scope": ARRIVAL_SCOPES,
     "conflict_rule": CONFLICT_RULES,
+    "crash_order": CRASH_ORDERS,
     "alloc_mode": ALLOC_MODES,
     "trace_format": TRACE_FORMAT_CHOICES,
     "trace_window_rule": TRACE_WINDOW_RULES,

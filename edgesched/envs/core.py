@@ -170,6 +170,7 @@ class EdgeClusterSim(
         self._refill_on_advance = self.cfg.pending_refill == "on_advance"
         self._seq = 0  # placements so far (w_seq): which of two workers on a GPU is newer
         self.rngs: list[np.random.Generator] = [np.random.default_rng() for _ in range(b)]
+        self._order_rngs: list[np.random.Generator | None] = [None] * b  # crash_order
         self._wl: list[Workload | None] = [None] * b
         # The episode key (ClusterView.episode_key) is this simulator's uid and the number
         # of the copy's episode among all episodes the simulator has begun. Both travel
@@ -228,6 +229,8 @@ class EdgeClusterSim(
             state["_node_over"] = np.zeros(len(state["_util_sum"]), dtype=np.int64)
         if "_cnt" in state and "crashes_memory" not in state["_cnt"]:  # before the cause
             state["_cnt"]["crashes_memory"] = np.zeros_like(state["_cnt"]["crashes"])
+        if "_order_rngs" not in state:  # pickled before crash_order (so its order is agent)
+            state["_order_rngs"] = [None] * len(state["_wl"])
         if "_episode_no" not in state:  # pickled before episode keys were counters
             state["_episode_no"] = -1 - np.arange(len(state["_wl"]), dtype=np.int64)
             state["uid"] = next(_SIM_UIDS)

@@ -45,12 +45,24 @@ class EpisodeMixin:
         if len(seeds) != b:
             raise ValueError(f"seeds has {len(seeds)} entries; need copies={b}")
         self.rngs = [np.random.default_rng(s) for s in seeds]
+        self._order_rngs = [self._order_rng(s) for s in seeds]
         wls = [draw_workload(self, rng) for rng in self.rngs]
         self._layout(max(w.num_jobs for w in wls), max(w.max_workers for w in wls))
         self._reset_per_copy_state()
         for i, wl in enumerate(wls):
             self._install(i, wl)
         self._start_episodes(list(range(b)))
+
+    def _order_rng(self, seed: int | None) -> np.random.Generator | None:
+        """``crash_order='random'``: the copy's generator of round orders.
+
+        A child of the copy's seed (``np.random.default_rng(seed)`` draws from the same
+        ``SeedSequence(seed)``), so the orders leave every other draw of the episode
+        (workload, stragglers) as under ``crash_order='agent'``.
+        """
+        if self.cfg.crash_order != "random":
+            return None
+        return np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
 
     def reset_copy(self, b: int, seed: int | None) -> None:
         """Start a new episode in copy ``b`` only (the others keep running)."""
@@ -80,6 +92,7 @@ class EpisodeMixin:
         wls = []
         for c, s in zip(copies, seeds, strict=True):
             self.rngs[c] = np.random.default_rng(s)
+            self._order_rngs[c] = self._order_rng(s)
             wls.append(draw_workload(self, self.rngs[c]))
         need_j = max(w.num_jobs for w in wls)
         need_w = max(w.max_workers for w in wls)

@@ -301,7 +301,10 @@ class PlacementMixin:
         if self._measured:
             # no node is marked dirty here: a node's outcome depends on its running workers
             # only, and these join them when their job starts (``_start`` marks the nodes)
-            self.w_seq[jobs, widx] = np.arange(self._seq, self._seq + len(jobs))
+            seq = np.arange(self._seq, self._seq + len(jobs))
+            if self.cfg.crash_order == "random" and len(jobs) > 1:
+                seq = self._seq + self._random_round_order(agents)
+            self.w_seq[jobs, widx] = seq
             self._seq += len(jobs)
         self.w_iter0[jobs, widx] = self.progress_model.iteration_seconds(self, jobs, level, targets)
         np.add.at(self.used, targets, alloc)
@@ -392,6 +395,21 @@ class PlacementMixin:
         keep = np.zeros(len(jobs), dtype=bool)
         keep[order[first]] = True
         return keep
+
+    def _random_round_order(self, agents: np.ndarray) -> np.ndarray:
+        """``crash_order='random'``: each placement's rank in this round.
+
+        By copy, then in a random order within the copy drawn from its own order generator (a
+        copy with one placement draws nothing, as a lone simulator with that placement alone).
+        """
+        cp = agents // self.agents_per_copy
+        key = np.zeros(len(agents))
+        copies, counts = np.unique(cp, return_counts=True)
+        for b, c in zip(copies[counts > 1], counts[counts > 1], strict=True):
+            key[cp == b] = self._order_rngs[b].random(int(c))
+        rank = np.empty(len(agents), dtype=np.int64)
+        rank[np.lexsort((key, cp))] = np.arange(len(agents))
+        return rank
 
     def _admit_in_random_order(self, targets, alloc, colliding, free) -> np.ndarray:
         """``collision_mode='reject'``: per colliding node, admit in random order while fitting."""
