@@ -618,27 +618,45 @@ def test_policy_rows_choice_changes_only_the_update(name):
     assert s_ch["approx_kl"] > s_all["approx_kl"]
 
 
-def test_resume_accepts_a_checkpoint_written_before_an_option_existed(tmp_path):
+def test_resume_accepts_a_checkpoint_written_before_an_option_existed(tmp_path, monkeypatch):
     """A checkpoint whose config predates a key (here ``policy_rows``) resumes when the key
     is at its default (the class's default keeps the stored behaviour) and is refused when
-    it is not; the resumed run's record equals an uninterrupted run's."""
+    it is not; resumed halfway, the run's record equals an uninterrupted run's."""
     import torch
+
+    from edgesched.experiment import runner
+
+    class Stop(Exception):
+        pass
 
     ref = tmp_path / "ref"
     run(make_cfg(ref, total_env_steps=32 * 4))
     r = tmp_path / "r"
-    run(make_cfg(r, total_env_steps=32 * 4))
+    write, saved = runner.atomic_write_with, []
+
+    def stop_after_two_checkpoints(path, fn):
+        write(path, fn)
+        saved.append(path.name)
+        if saved.count("last.pt") == 2:
+            raise Stop
+
+    monkeypatch.setattr(runner, "atomic_write_with", stop_after_two_checkpoints)
+    with pytest.raises(Stop):
+        run(make_cfg(r, total_env_steps=32 * 4))
+    monkeypatch.undo()
     ckpt_path = r / "checkpoints" / "last.pt"
     ckpt = torch.load(ckpt_path, weights_only=False)
+    assert ckpt["trainer"]["updates"] == 2 and not (r / "eval.json").exists()
     assert ckpt["config"]["algo"].pop("policy_rows") == "all"
     torch.save(ckpt, ckpt_path)
-    (r / "eval.json").unlink()  # as if killed after its last checkpoint
 
     changed = make_cfg(r, total_env_steps=32 * 4, resume=True)
     changed.algo.policy_rows = "choice"
     with pytest.raises(ExperimentConfigError, match=r"differs from the checkpoint's in \['algo'\]"):
         run(changed)
     run(make_cfg(r, total_env_steps=32 * 4, resume=True))
+    assert [m["update"] for m in read_metrics(r)] == [1, 2, 3, 4]
+    assert without_time(read_metrics(r)) == without_time(read_metrics(ref))
     got = json.loads((r / "eval.json").read_text())
     want = json.loads((ref / "eval.json").read_text())
     assert untimed(got["summary"]) == untimed(want["summary"])

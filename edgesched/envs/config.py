@@ -255,7 +255,8 @@ class SimConfig:
     order, so a same-round overload always crashes the higher-numbered agent's job, and under
     local rewards that agent bears the crashes; ``random``: a seeded random order within each
     copy's round, so no agent index is favoured (drawn from a generator of its own, so the
-    workload and every other random draw stay those of ``agent``)."""
+    workload and every other random draw stay those of ``agent``). The central view places
+    one task per call, so there the order is always its decisions' order."""
     checkpoint_interval: int = 10
     """``measured``: a running job checkpoints every this many slots of running; a crash
     loses the progress since (0: never, a crash restarts from scratch). Assumed: 10 slots."""

@@ -56,9 +56,10 @@ class EpisodeMixin:
     def _order_rng(self, seed: int | None) -> np.random.Generator | None:
         """``crash_order='random'``: the copy's generator of round orders.
 
-        A child of the copy's seed (``np.random.default_rng(seed)`` draws from the same
-        ``SeedSequence(seed)``), so the orders leave every other draw of the episode
-        (workload, stragglers) as under ``crash_order='agent'``.
+        A child of ``SeedSequence(seed)``, the sequence ``np.random.default_rng(seed)``
+        draws from for an integer seed (fresh entropy for ``None``), so the orders are
+        seeded and leave every other draw of the episode (workload, stragglers) as under
+        ``crash_order='agent'``.
         """
         if self.cfg.crash_order != "random":
             return None
