@@ -313,7 +313,7 @@ class TapFingerTrainer:
         torch.manual_seed(seed)
         layers = int(cfg.gnn_layers) if cfg.graph_attention else 0
         # a stored config from before the key had unbounded pointer logits
-        clip = float(getattr(cfg, "pointer_clip", 0.0) or 0.0)
+        clip = float(getattr(cfg, "pointer_clip", 0.0))
         self.actor = TapFingerNet(spec, int(cfg.gnn_hidden), layers, int(cfg.gnn_heads), clip)
         self.pointer = bool(cfg.pointer)
         self.team_reward = bool(cfg.team_reward)

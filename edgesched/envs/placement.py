@@ -301,10 +301,10 @@ class PlacementMixin:
         if self._measured:
             # no node is marked dirty here: a node's outcome depends on its running workers
             # only, and these join them when their job starts (``_start`` marks the nodes)
-            seq = np.arange(self._seq, self._seq + len(jobs))
             if self.cfg.crash_order == "random" and len(jobs) > 1:
-                seq = self._seq + self._random_round_order(agents)
-            self.w_seq[jobs, widx] = seq
+                self.w_seq[jobs, widx] = self._seq + self._random_round_order(agents)
+            else:
+                self.w_seq[jobs, widx] = np.arange(self._seq, self._seq + len(jobs))
             self._seq += len(jobs)
         self.w_iter0[jobs, widx] = self.progress_model.iteration_seconds(self, jobs, level, targets)
         np.add.at(self.used, targets, alloc)
