@@ -27,7 +27,9 @@ premise under each collision model, on the same held-out workloads:
   datacenter GPUs through assumed stand-ins for four of the six models; 0 makes restarts
   free, 8 makes one cost about a 60 s slot), and ``crash_order`` (``random``: one round's
   placements count as placed in a seeded random order instead of by agent index, so a
-  same-round overload no longer always crashes the higher-numbered agent's job).
+  same-round overload no longer always crashes the higher-numbered agent's job), and
+  ``crash_victim`` (``in_pair``: on a GPU of three or more workers holding a failing pair,
+  the newest worker in a failing pair crashes, not the GPU's newest).
 
 For each (scenario, model, heuristic) it reports the unshielded and the central-shielded
 mean JCT over the held-out seeds with 95% t-intervals over seeds, the shield's relative
@@ -40,7 +42,7 @@ Usage::
     python benchmarks/colocation_study.py                 # edge50-highload and edge50, 5 seeds
     python benchmarks/colocation_study.py --scenarios edge50 --seeds 3
     python benchmarks/colocation_study.py --shares 1 --checkpoints --t4-as --cpu-weights \
-        --gavel-maps --tier-as --restart-scales --crash-orders          # (no sweep)
+        --gavel-maps --tier-as --restart-scales --crash-orders --crash-victims  # no sweep
     python benchmarks/colocation_study.py --out benchmarks/results   # + colocation_study.md
 """
 
@@ -82,6 +84,7 @@ def models_to_run(
     tier_as: tuple[tuple[str, str], ...] = (),
     restart_scales: tuple[float, ...] = (),
     crash_orders: tuple[str, ...] = (),
+    crash_victims: tuple[str, ...] = (),
 ) -> list[tuple[str, dict[str, Any]]]:
     """The collision models of the study: timeshare, measured, and the one-at-a-time sweep.
 
@@ -99,6 +102,8 @@ def models_to_run(
             envelope).
         crash_orders: ``crash_order`` values to sweep (which of one round's placements
             counts as newer, so whose job a same-round overload crashes).
+        crash_victims: ``crash_victim`` values to sweep (whose job a failing pair on a GPU
+            of three or more workers crashes).
 
     Returns:
         ``(label, overrides)`` pairs, ``timeshare`` and ``measured`` first.
@@ -126,6 +131,7 @@ def models_to_run(
         ("gavel_model_map", gavel_maps, defaults.gavel_model_map),
         ("restart_seconds_scale", restart_scales, defaults.restart_seconds_scale),
         ("crash_order", crash_orders, defaults.crash_order),
+        ("crash_victim", crash_victims, defaults.crash_victim),
     )
     for key, values, default in sweeps:
         for v in values:
@@ -145,7 +151,11 @@ def main() -> None:
     """Print (and optionally write) the shield's effect under each collision model."""
     from edgesched.envs.catalog import hardware_tiers
     from edgesched.envs.colocation import gavel_model_maps
-    from edgesched.envs.config_checks import CRASH_ORDERS, MEASURED_GPU_CLASSES
+    from edgesched.envs.config_checks import (
+        CRASH_ORDERS,
+        CRASH_VICTIMS,
+        MEASURED_GPU_CLASSES,
+    )
     from edgesched.envs.scenarios import get_scenario
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -169,6 +179,7 @@ def main() -> None:
     )
     p.add_argument("--restart-scales", nargs="*", type=float, default=[0.0, 8.0])
     p.add_argument("--crash-orders", nargs="*", default=["random"], choices=list(CRASH_ORDERS))
+    p.add_argument("--crash-victims", nargs="*", default=["in_pair"], choices=list(CRASH_VICTIMS))
     p.add_argument("--seeds", type=int, default=5, help="held-out seeds from 10000")
     p.add_argument("--out", default="", help="directory for the results page")
     p.add_argument("--name", default="colocation_study", help="results page name (.md)")
@@ -204,6 +215,7 @@ def main() -> None:
             tuple(tier_as),
             tuple(args.restart_scales),
             tuple(args.crash_orders),
+            tuple(args.crash_victims),
         )
         for label, overrides in sweep:
             handle = resolve_scenario(name, **overrides)

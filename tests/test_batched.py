@@ -150,6 +150,16 @@ def test_every_scenario_matches_single_simulators(name: str) -> None:
             },
             ("collisions_executed", "crashes"),
         ),
+        (
+            {
+                "collision_mode": "measured",
+                "crash_victim": "in_pair",
+                "arrival_rate": 1.5,
+                "models": (("imagenet", 0.5), ("cifar10", 0.5)),
+                "tier_mix": (("small_server", 1.0),),  # K80s, where imagenet pairs fail
+            },
+            ("collisions_executed", "crashes"),
+        ),
         ({"visibility": "shared", "conflict_rule": "random"}, ("task_conflicts",)),
         ({"visibility": "shared", "conflict_rule": "fit_argmax"}, ("task_conflicts",)),
         ({"visibility": "shared", "waiting_charge": "every_viewer"}, ("task_conflicts",)),

@@ -208,6 +208,36 @@ def test_three_jobs_on_one_gpu_interleave_at_muris_multiplier():
         assert shared.progress[j] == pytest.approx(alone.progress[jobs[0]] / (3 * m3), rel=1e-12)
 
 
+@pytest.mark.parametrize("victim", ["newest", "in_pair"])
+def test_crash_victim_on_a_gpu_of_three_with_one_failing_pair(victim):
+    """Two imagenet workers (a failing pair on a K80) and a newer cifar10 worker on one GPU.
+    ``newest`` (v1) crashes the cifar10 job, which fits with both, and then the pair's newer
+    job; ``in_pair`` crashes only the pair's newer job, and the other two share the GPU at
+    their measured pair rates."""
+    caps, classes = ((12, 1, 64), (12, 1, 64)), ("k80", "k80")
+    kw = dict(models=(("imagenet", 0.5), ("cifar10", 0.5)), arrival_rate=8.0)
+    sim, alone = _sim(caps, classes, crash_victim=victim, **kw), _sim(caps, classes, **kw)
+    a, b = _jobs_of(sim, "imagenet", 2)
+    (c,) = _jobs_of(sim, "cifar10", 1)
+    for j in (a, b, c):  # placement order: c is the newest
+        _place(sim, j, 0)
+    _place(alone, a, 0)
+    _place(alone, c, 1)
+    _defer(sim)
+    _defer(alone)
+    crashed = [b, c] if victim == "newest" else [b]
+    assert sim.counters.crashes == len(crashed)
+    assert sim.view().crashes_by_cause() == {"memory": 0, "gpu_pair": len(crashed)}
+    assert {j for j in (a, b, c) if sim.status[j] == QUEUED} == set(crashed)
+    if victim == "newest":  # a ran alone
+        assert sim.progress[a] == pytest.approx(alone.progress[a], rel=1e-12)
+    else:  # a and c shared the GPU at their measured rates
+        ra, rc = _pair("k80", "imagenet", "cifar10")
+        assert 0 < ra < 1 and 0 < rc < 1
+        assert sim.progress[a] == pytest.approx(alone.progress[a] * ra, rel=1e-12)
+        assert sim.progress[c] == pytest.approx(alone.progress[c] * rc, rel=1e-12)
+
+
 def test_cpu_starvation_at_one_core_follows_the_measured_curve():
     # node 1 has one core; a cifar10 worker is allocated 2 (placed directly, past the mask)
     caps, classes = ((8, 2, 64), (1, 1, 64)), ("v100", "v100")
@@ -276,6 +306,12 @@ def test_bad_measured_settings_name_the_parameter():
         )
     with pytest.raises(ConfigError, match="models"):
         colocation_table(("resnet",))
+    for key, bad, allowed in (
+        ("crash_order", "oldest", "random"),
+        ("crash_victim", "x", "in_pair"),
+    ):
+        with pytest.raises(ConfigError, match=rf"{key}='{bad}'.*{allowed}"):
+            _sim(((8, 1, 64), (8, 1, 64)), ("v100", "v100"), **{key: bad})
 
 
 def test_the_committed_table_reproduces_from_the_data():
@@ -506,6 +542,7 @@ def test_the_study_sweeps_each_assumption_once_around_the_defaults():
         (("jetson", "k80"), ("small_server", "k80"), ("small_server", "p100")),
         (1.0, 8.0),
         ("agent", "random"),
+        ("newest", "in_pair"),
     )
     labels = [label for label, _ in rows]
     assert labels == [
@@ -520,15 +557,17 @@ def test_the_study_sweeps_each_assumption_once_around_the_defaults():
         "measured, gavel_model_map=largest_batch",
         "measured, restart_seconds_scale=8",
         "measured, crash_order=random",
+        "measured, crash_victim=in_pair",
     ]
     for _, overrides in rows[2:]:
         changed = dict(overrides)
         assert changed.pop("collision_mode") == "measured" and len(changed) == 1
         cfg.replace(**changed)  # each is a valid configuration
     assert rows[5][1] == {"collision_mode": "measured", "tier_gpu_classes": (("jetson", "k80"),)}
-    assert rows[-3][1] == {"collision_mode": "measured", "gavel_model_map": "largest_batch"}
-    assert rows[-2][1] == {"collision_mode": "measured", "restart_seconds_scale": 8.0}
-    assert rows[-1][1] == {"collision_mode": "measured", "crash_order": "random"}
+    assert rows[-4][1] == {"collision_mode": "measured", "gavel_model_map": "largest_batch"}
+    assert rows[-3][1] == {"collision_mode": "measured", "restart_seconds_scale": 8.0}
+    assert rows[-2][1] == {"collision_mode": "measured", "crash_order": "random"}
+    assert rows[-1][1] == {"collision_mode": "measured", "crash_victim": "in_pair"}
 
 
 def test_the_most_failing_gavel_jobs_are_the_ones_the_page_names():

@@ -63,6 +63,9 @@ def edge_configs(draw: st.DrawFn) -> dict[str, Any]:
         "checkpoint_interval": draw(st.sampled_from([10, 0, 3])),
         "gavel_model_map": draw(st.sampled_from(["declared", "largest_batch"])),
         "restart_seconds_scale": draw(st.sampled_from([1.0, 0.0, 8.0])),
+        # whose job a crash takes: the round's order, and the victim on a crowded GPU
+        "crash_order": draw(st.sampled_from(["agent", "random"])),
+        "crash_victim": draw(st.sampled_from(["newest", "in_pair"])),
     }
 
 

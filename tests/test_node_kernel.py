@@ -36,7 +36,7 @@ def tables():
     return tab, kernel_tables(tab)
 
 
-def _reference(tab, cls, cap, models, alloc, share, cpu_weight=1.0):
+def _reference(tab, cls, cap, models, alloc, share, cpu_weight=1.0, in_pair=False):
     """``sharing.node_outcome`` on GPU class ``cls`` (-1: unmeasured)."""
     measured = cls >= 0
     return node_outcome(
@@ -48,16 +48,17 @@ def _reference(tab, cls, cap, models, alloc, share, cpu_weight=1.0):
         alloc,
         share,
         cpu_weight,
+        in_pair,
     )
 
 
-def _compiled(k, cls, cap, models, alloc, share, cpu_weight=1.0):
+def _compiled(k, cls, cap, models, alloc, share, cpu_weight=1.0, in_pair=False):
     """``node_kernel.node_rule`` with fresh scratch, in the reference's output form."""
     n, gpus = len(models), max(int(np.rint(cap[1])), 1)
     rate, shared = np.empty(n), np.empty(n, dtype=bool)
     crash = np.empty(n, dtype=np.int64)
     n_crash, n_mem, starved = node_rule(
-        cls, cap, models, alloc, tuple(k), share, cpu_weight, rate, shared, crash,
+        cls, cap, models, alloc, tuple(k), share, cpu_weight, in_pair, rate, shared, crash,
         np.empty(n, dtype=bool), np.empty(n, dtype=bool),
         np.empty((gpus, n), dtype=np.int64), np.zeros(gpus, dtype=np.int64),
         np.empty((gpus, n), dtype=np.int64), np.zeros(gpus, dtype=np.int64),
@@ -124,14 +125,15 @@ workers = st.lists(
     cap=st.tuples(st.integers(1, 32), st.integers(0, 4), st.integers(8, 96)),
     share=st.sampled_from([0.5, 1.0]),
     cpu_weight=st.sampled_from([0.0, 1.0, 2.0]),
+    in_pair=st.booleans(),
 )
-def test_node_rule_equals_the_reference(tables, ws, cls, cap, share, cpu_weight):
+def test_node_rule_equals_the_reference(tables, ws, cls, cap, share, cpu_weight, in_pair):
     tab, k = tables
     models = np.array([w[0] for w in ws], dtype=np.int64)
     alloc = np.array([[w[1], w[2], w[3]] for w in ws], dtype=np.float64)
     capa = np.array(cap, dtype=np.float64)
-    want = _reference(tab, cls, capa, models, alloc, share, cpu_weight)
-    assert _compiled(k, cls, capa, models, alloc, share, cpu_weight) == want
+    want = _reference(tab, cls, capa, models, alloc, share, cpu_weight, in_pair)
+    assert _compiled(k, cls, capa, models, alloc, share, cpu_weight, in_pair) == want
 
 
 def test_cpu_starvation_weight_is_the_cpu_factors_exponent(tables):
@@ -156,20 +158,26 @@ def test_node_rule_covers_the_failing_pair_and_memory_cases(tables):
     k80 = tab.classes.index("k80")
     imagenet = MODELS.index("imagenet")
     assert tab.fail[k80, imagenet, imagenet]
+    cifar10 = MODELS.index("cifar10")
+    three = [imagenet, imagenet, cifar10]  # on one GPU: a failing pair and a newer third
     cases = [
         # three imagenet workers on 2 GPUs of a k80 node: GPU 0 holds workers 0 and 2, a
         # failing pair, so the newest (2) crashes
-        (k80, (16, 2, 64), [imagenet] * 3, [[2, 1, 4]] * 3, [2], False),
+        (k80, (16, 2, 64), [imagenet] * 3, [[2, 1, 4]] * 3, [2], False, False),
         # memory over capacity (4 + 4 + 4 > 10) crashes the newest first
-        (k80, (16, 2, 10), [0, 1, 2], [[2, 1, 4]] * 3, [2], False),
+        (k80, (16, 2, 10), [0, 1, 2], [[2, 1, 4]] * 3, [2], False, False),
         # cores oversubscribed (9 > 4) on an unmeasured board with fractional GPUs
-        (-1, (4, 1, 64), [0, 2, 0], [[3, 0.5, 4], [3, 0.5, 4], [3, 1, 4]], [], True),
+        (-1, (4, 1, 64), [0, 2, 0], [[3, 0.5, 4], [3, 0.5, 4], [3, 1, 4]], [], True, False),
+        # newest: the cifar10 worker outside the failing pair crashes, then the pair's newer
+        (k80, (16, 1, 64), three, [[2, 1, 4]] * 3, [2, 1], False, False),
+        # in_pair: only the pair's newer one
+        (k80, (16, 1, 64), three, [[2, 1, 4]] * 3, [1], False, True),
     ]
-    for cls, cap, m, a, crash, starved in cases:
+    for cls, cap, m, a, crash, starved, in_pair in cases:
         models, alloc, capa = np.array(m), np.array(a, dtype=float), np.array(cap, float)
-        want = _reference(tab, cls, capa, models, alloc, 1.0)
+        want = _reference(tab, cls, capa, models, alloc, 1.0, in_pair=in_pair)
         assert (want[0], want[3]) == (crash, starved)
-        assert _compiled(k, cls, capa, models, alloc, 1.0) == want
+        assert _compiled(k, cls, capa, models, alloc, 1.0, in_pair=in_pair) == want
 
 
 def _busy_sim(scenario: str = "edge50-highload", steps: int = 120):

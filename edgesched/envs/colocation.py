@@ -14,8 +14,9 @@ mapping of the catalog's models to the measured jobs):
   newer worker's job crashes. On a GPU held by ``k >= 3`` workers each runs at
   ``1 / (k * m_k)`` of its speed alone, ``m_k`` Muri's measured iteration-time multiplier of
   ``k`` interleaved jobs (SIGCOMM'22; ``m_k`` of 4 for more than 4: assumed), and any failing
-  pair among them crashes the newest job, even one outside the pair (assumed). A worker
-  spanning several GPUs runs at its worst GPU's rate.
+  pair among them crashes the newest job, even one outside the pair (assumed; the newest in
+  a failing pair with ``crash_victim='in_pair'``). A worker spanning several GPUs runs at its
+  worst GPU's rate.
 * **CPU oversubscription** (Synergy, OSDI'22): when a node's workers hold more cores than it
   has, each gets its proportional share (assumed: fair sharing by the OS) and runs at its
   model's measured throughput at that many cores per GPU over that at its allocation
@@ -32,10 +33,9 @@ mapping of the catalog's models to the measured jobs):
   assumed, a scenario parameter), releases all its workers, returns to its queues at its
   priority and, when it next starts, spends the measured restart seconds of its model and
   GPU count before progressing.
-* **Newest** (assumed): one round's placements are ordered by agent index, and the mask
-  stops one agent from overcommitting a node alone, so a same-round overload always crashes
-  the higher-numbered agent's job: under local rewards it bears the crashes. The option
-  ``crash_order='random'`` orders each round at random (off in every registered scenario).
+* **Newest** (assumed): a round's placements are ordered by agent index (the mask stops one
+  agent overcommitting a node alone), so a same-round overload crashes the higher-numbered
+  agent's job: under local rewards it bears the crashes (``crash_order='random'``: not).
 * One badly placed worker slows its whole synchronous job (``sync.slowest_worker``).
 
 Hardware tiers map to measured GPU classes by :data:`TIER_GPU_CLASS`. Jetson-class boards
@@ -91,8 +91,7 @@ class ColocationTable:
         restart_gpus: (G,) GPU counts of the restart table.
         restart_s: (M, G) seconds of a (re)start of each model at each GPU count.
         cpu_x: per model, 0 and the measured core counts (per GPU) of its CPU curve.
-        cpu_y: per model, throughput at those cores relative to 3 cores per GPU (0 at 0:
-            linear below the first measured point, assumed).
+        cpu_y: per model, throughput there relative to 3 cores per GPU (0 at 0, assumed).
     """
 
     classes: tuple[str, ...]
@@ -370,10 +369,9 @@ class ColocationMixin:
     def _build_kstate(self) -> tuple:
         """Output buffers and :meth:`_kernel_state`, the arguments of every measured call.
 
-        Built once per layout (a reset replaces ``used``, growth the per-job arrays) rather
-        than per slot: gathering twenty attributes costs about a microsecond. The buffers:
-        jobs to crash (and whether host memory is why), per-copy shared and starved worker
-        counts, and the running jobs' (R, W) slowdowns.
+        Built once per layout (a reset replaces ``used``, growth the per-job arrays), not per
+        slot (gathering twenty attributes costs a microsecond). Buffers: jobs to crash (and
+        whether memory is why), per-copy shared and starved counts, (R, W) slowdowns.
         """
         nj, mw = self.w_node.shape
         ks = (
@@ -408,6 +406,7 @@ class ColocationMixin:
             k.cpu_n,
             float(self.cfg.unmeasured_gpu_share),
             float(self.cfg.cpu_starvation_weight),
+            self.cfg.crash_victim == "in_pair",
             self.w_rate,
             self.w_gshared,
             self.w_starved,
@@ -435,6 +434,7 @@ class ColocationMixin:
             alloc,
             self.cfg.unmeasured_gpu_share,
             self.cfg.cpu_starvation_weight,
+            self.cfg.crash_victim == "in_pair",
         )
 
     def _mark_dirty(self, nodes: np.ndarray) -> None:

@@ -21,6 +21,7 @@ from .config_checks import (
     COLLISION_MODES,
     CONFLICT_RULES,
     CRASH_ORDERS,
+    CRASH_VICTIMS,
     EDGEGOSSIP_MAX_MIN_GAIN,
     INVALID_ACTION_MODES,
     MAX_ARRIVAL_CELLS,
@@ -46,6 +47,7 @@ __all__ = [
     "COLLISION_MODES",
     "CONFLICT_RULES",
     "CRASH_ORDERS",
+    "CRASH_VICTIMS",
     "EDGEGOSSIP_MAX_MIN_GAIN",
     "INVALID_ACTION_MODES",
     "MAX_ARRIVAL_CELLS",
@@ -257,6 +259,12 @@ class SimConfig:
     copy's round, so no agent index is favoured (drawn from a generator of its own, so the
     workload and every other random draw stay those of ``agent``). The central view places
     one task per call, so there the order is always its decisions' order."""
+    crash_victim: str = "newest"
+    """``measured``: whose job crashes when a GPU held by three or more workers holds a
+    failing pair. ``newest`` (v1): the GPU's newest worker, even one outside the failing
+    pair (assumed), and then the pair's newer one if the pair still fails, so such a GPU
+    can lose a job that fits with every other; ``in_pair``: the newest worker that is in a
+    failing pair (the newer of a lone failing pair, as on a GPU shared by two)."""
     checkpoint_interval: int = 10
     """``measured``: a running job checkpoints every this many slots of running; a crash
     loses the progress since (0: never, a crash restarts from scratch). Assumed: 10 slots."""

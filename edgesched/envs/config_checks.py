@@ -27,6 +27,7 @@ TOPOLOGY_KINDS = ("geometric", "eua", "full")
 ARRIVAL_SCOPES = ("node", "cluster")
 CONFLICT_RULES = ("random", "fit", "fit_argmax")
 CRASH_ORDERS = ("agent", "random")
+CRASH_VICTIMS = ("newest", "in_pair")
 ALLOC_MODES = ("scale", "grid")
 TRACE_FORMAT_CHOICES = ("auto", "philly", "pollux", "alibaba")
 
@@ -62,6 +63,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "arrival_scope": ARRIVAL_SCOPES,
     "conflict_rule": CONFLICT_RULES,
     "crash_order": CRASH_ORDERS,
+    "crash_victim": CRASH_VICTIMS,
     "alloc_mode": ALLOC_MODES,
     "trace_format": TRACE_FORMAT_CHOICES,
     "trace_window_rule": TRACE_WINDOW_RULES,

@@ -62,6 +62,7 @@ def node_rule(
     tables: tuple,
     unmeasured_share: float,
     cpu_weight: float,
+    in_pair: bool,
     rate: np.ndarray,
     shared: np.ndarray,
     crash: np.ndarray,
@@ -110,7 +111,7 @@ def node_rule(
             multi = True
     if cls >= 0 and gpus > 0 and multi:
         # while a GPU of the live workers (packed among themselves) holds a failing pair,
-        # the newest worker on the first such GPU crashes
+        # the newest worker on the first such GPU crashes (in_pair: the newest in a pair)
         while True:
             n_live = 0
             for i in range(k_all):
@@ -135,6 +136,17 @@ def node_rule(
                             bad = True
                 if bad:
                     victim = o_use[r, c - 1]
+                    if in_pair:  # the newest worker that is in a failing pair
+                        for x in range(c - 1, -1, -1):
+                            mx = models[o_use[r, x]]
+                            hit = False
+                            for y in range(c):
+                                my = models[o_use[r, y]]
+                                if y != x and (fail[cls, mx, my] or fail[cls, my, mx]):
+                                    hit = True
+                            if hit:
+                                victim = o_use[r, x]
+                                break
                     break
             if victim < 0:
                 break
@@ -190,7 +202,8 @@ def evaluate_nodes(
     per job and worker ``w_node``, ``w_seq``, ``w_alloc``, ``j_model``; per node
     ``capacity``, ``used``, ``node_class``, ``node_slowed``; whether some level requests a
     fractional GPU; the :class:`~edgesched.envs.colocation.KernelTables`; the
-    ``unmeasured_gpu_share`` and ``cpu_starvation_weight``; and the per-worker outputs
+    ``unmeasured_gpu_share``, ``cpu_starvation_weight`` and whether ``crash_victim`` is
+    ``in_pair``; and the per-worker outputs
     ``w_rate``, ``w_gshared``, ``w_starved``.
 
     A dirty node within capacity (whole-GPU requests only, no fractional levels) shares
@@ -209,7 +222,7 @@ def evaluate_nodes(
     (
         w_node, w_seq, w_alloc, j_model, capacity, used, node_class, node_slowed,
         frac_levels, pair, fail, interleave, cpu_x, cpu_y, cpu_n, unmeasured_share,
-        cpu_weight, w_rate, w_gshared, w_starved,
+        cpu_weight, in_pair, w_rate, w_gshared, w_starved,
     ) = state  # fmt: skip
     tables = (pair, fail, interleave, cpu_x, cpu_y, cpu_n)
     n_nodes = dirty.shape[0]
@@ -304,6 +317,7 @@ def evaluate_nodes(
             tables,
             unmeasured_share,
             cpu_weight,
+            in_pair,
             rate[s:e],
             shared[s:e],
             crash,
@@ -427,6 +441,7 @@ def measured_slot(
     cpu_n: np.ndarray,
     unmeasured_share: float,
     cpu_weight: float,
+    in_pair: bool,
     w_rate: np.ndarray,
     w_gshared: np.ndarray,
     w_starved: np.ndarray,
@@ -464,7 +479,7 @@ def measured_slot(
         state = (
             w_node, w_seq, w_alloc, j_model, capacity, used, node_class, node_slowed,
             frac_levels, pair, fail, interleave, cpu_x, cpu_y, cpu_n, unmeasured_share,
-            cpu_weight, w_rate, w_gshared, w_starved,
+            cpu_weight, in_pair, w_rate, w_gshared, w_starved,
         )  # fmt: skip
         crashed, memory, recheck = evaluate_nodes(dirty, first, running, state)
         if crashed.shape[0]:

@@ -135,8 +135,10 @@ class EdgeSchedParallelEnv(ParallelEnv):
             sensitivity knobs (``tier_gpu_classes``, the measured GPU class of a hardware
             tier; ``cpu_starvation_weight``; ``gavel_model_map``, which Gavel jobs the
             catalog's unmatched models read; ``restart_seconds_scale``, a multiplier of the
-            measured restart seconds). ``edge50-trace`` v1 also turns on
-            ``trace_fractional_gpus``.
+            measured restart seconds) and the victim rules of a crash (``crash_order``,
+            which of one round's placements counts as newer; ``crash_victim``, whose job a
+            failing pair on a GPU of three or more workers crashes). ``edge50-trace`` v1
+            also turns on ``trace_fractional_gpus``.
         edge50-trace v2: a change of dynamics, so a new version: each episode's window is
             drawn around a uniformly drawn job (``trace_window_rule='per_job'``) and records
             that never ran are dropped.

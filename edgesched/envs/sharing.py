@@ -50,10 +50,12 @@ def _failing_newest(
     alive: list[bool],
     gpus: int,
     packed: list[list[int]] | None = None,
+    in_pair: bool = False,
 ) -> int | None:
-    """Position of the newest live worker on a GPU holding a failing pair, if any.
+    """Position of the worker to crash on the first GPU holding a failing pair, if any.
 
-    The live workers are packed among themselves (:func:`gpu_occupants`).
+    The live workers are packed among themselves (:func:`gpu_occupants`). The victim is the
+    GPU's newest worker, or with ``in_pair`` its newest worker that is in a failing pair.
 
     Args:
         fail: ``ColocationTable.fail`` of the node's GPU class, as nested lists.
@@ -62,6 +64,7 @@ def _failing_newest(
         alive: whether each is still alive.
         gpus: the node's GPU count.
         packed: ``gpu_occupants(g, gpus)`` when already computed (used while all live).
+        in_pair: ``crash_victim='in_pair'`` (else ``'newest'``).
     """
     idx = [i for i, a in enumerate(alive) if a]
     if len(idx) < 2:
@@ -72,8 +75,13 @@ def _failing_newest(
         if len(occ) < 2:
             continue
         m = [models[idx[o]] for o in occ]
-        if any(fail[a][b] for x, a in enumerate(m) for y, b in enumerate(m) if x != y):
-            return idx[occ[-1]]
+        bad = [
+            any(fail[a][b] or fail[b][a] for y, b in enumerate(m) if y != x)
+            for x, a in enumerate(m)
+        ]
+        if any(bad):
+            x = max(x for x, b in enumerate(bad) if b) if in_pair else len(occ) - 1
+            return idx[occ[x]]
     return None
 
 
@@ -101,14 +109,16 @@ def node_outcome(
     alloc: np.ndarray | list[list[float]],
     unmeasured_share: float,
     cpu_weight: float = 1.0,
+    in_pair: bool = False,
 ) -> tuple[list[int], list[float], list[bool], bool]:
     """What one node does to its running workers (placement order), any configuration.
 
     Host memory over capacity crashes the newest workers' jobs until the rest fit; then,
     while a GPU holds a failing pair among the live workers, the newest worker on it
-    crashes. Rates are of every worker as packed (:func:`gpu_occupants`), as if nothing
-    crashed: a worker spanning several GPUs runs at its worst GPU's rate; the CPU factor of
-    CPU oversubscription (each worker gets its proportional share of cores) multiplies.
+    crashes (with ``in_pair``, its newest worker that is in a failing pair). Rates are of
+    every worker as packed (:func:`gpu_occupants`), as if nothing crashed: a worker
+    spanning several GPUs runs at its worst GPU's rate; the CPU factor of CPU
+    oversubscription (each worker gets its proportional share of cores) multiplies.
 
     Args:
         tab: the :class:`~edgesched.envs.colocation.ColocationTable`.
@@ -120,6 +130,7 @@ def node_outcome(
         unmeasured_share: ``unmeasured_gpu_share`` of the configuration.
         cpu_weight: ``cpu_starvation_weight`` of the configuration (the CPU factor's
             exponent; 1: the measured curve).
+        in_pair: ``crash_victim='in_pair'`` of the configuration (else ``'newest'``).
 
     Returns:
         ``(crash, rate, gpu_shared, cpu_starved)`` as lists: positions of the workers whose
@@ -144,7 +155,10 @@ def node_outcome(
     crash = [i for i in range(k_all - 1, -1, -1) if not alive[i]]
     packed = gpu_occupants(g_l, gpus) if gpus > 0 else []
     if fail is not None and gpus > 0 and any(len(occ) > 1 for occ in packed):
-        while (victim := _failing_newest(fail, models_l, g_l, alive, gpus, packed)) is not None:
+        while True:
+            victim = _failing_newest(fail, models_l, g_l, alive, gpus, packed, in_pair)
+            if victim is None:
+                break
             crash.append(victim)
             alive[victim] = False
     rate = [1.0] * k_all
