@@ -211,3 +211,21 @@ def test_heuristic_cells_apply_the_board_target_test_to_a_variant(study):
     worse = replace(better, mean=stats.Estimate(9.0, 8.5, 9.5))
     assert "| 7.50 [7.30, 7.70] | no | " in study.heuristic_cells(worse, heur)
     assert study.heuristic_cells(better, None) is None
+
+
+def test_a_variant_already_on_the_board_is_read_once(study, tmp_path):
+    """``tapfinger-pclip10`` is in the board's results; given again as the study's variant,
+    its board records are left out instead of failing as duplicates of the same runs."""
+    results = ROOT / "leaderboards" / "results"
+    board = [
+        str(results / f)
+        for f in (
+            "baselines.jsonl",
+            "tapfinger-hetero6_tapfinger.jsonl",
+            "tapfinger-hetero6_tapfinger-pclip10.jsonl",
+        )
+    ]
+    variant = str(results / "tapfinger-hetero6_tapfinger-pclip10.jsonl")
+    study.main(["--results", *board, "--variant-results", variant, "--out", str(tmp_path)])
+    text = (tmp_path / "variant_study.md").read_text()
+    assert text.count("| tapfinger-hetero6 | tapfinger | tapfinger-pclip10 | 3 vs 3 |") == 1
