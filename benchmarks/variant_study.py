@@ -202,11 +202,19 @@ def main(argv: list[str] | None = None) -> None:
     variants = load_records(args.variant_results, args.runs)
     ours = {(r.data["algo"], r.data["shield"]) for r in variants}
     # a variant already on a board (collected into its results) is read from the runs given,
-    # not twice: its board records are left out
-    board = [
-        r for r in load_records(args.results) if (r.data["algo"], r.data["shield"]) not in ours
+    # not twice: its records on that board are left out. Only variants: a default entry
+    # given again is still refused as a duplicate (it is what the variants are compared to)
+    given = {
+        (r.data["scenario"], r.data["algo"], r.data["shield"])
+        for r in variants
+        if varied_entry(str(r.data["algo"])) is not None
+    }
+    committed = [
+        r
+        for r in load_records(args.results)
+        if (r.data["scenario"], r.data["algo"], r.data["shield"]) not in given
     ]
-    tables = group_tables(board + variants)
+    tables = group_tables(committed + variants)
     lines, curve_lines, same_lines, heuristic_lines = [], [], [], []
     # per plot: its rows and the board's best heuristic as a reference line
     plots: dict[str, tuple[list[Row], dict[str, float]]] = {}

@@ -211,9 +211,9 @@ def test_three_jobs_on_one_gpu_interleave_at_muris_multiplier():
 @pytest.mark.parametrize("victim", ["newest", "in_pair"])
 def test_crash_victim_on_a_gpu_of_three_with_one_failing_pair(victim):
     """Two imagenet workers (a failing pair on a K80) and a newer cifar10 worker on one GPU.
-    ``newest`` (v1) crashes the cifar10 job, which fits with both, and then the pair's newer
-    job; ``in_pair`` crashes only the pair's newer job, and the other two share the GPU at
-    their measured pair rates."""
+    ``newest`` (v1) crashes both the cifar10 job (the GPU's newest, in no failing pair) and
+    the pair's newer job, so the oldest runs alone; ``in_pair`` crashes only the pair's newer
+    job, and the other two share the GPU at their measured pair rates."""
     caps, classes = ((12, 1, 64), (12, 1, 64)), ("k80", "k80")
     kw = dict(models=(("imagenet", 0.5), ("cifar10", 0.5)), arrival_rate=8.0)
     sim, alone = _sim(caps, classes, crash_victim=victim, **kw), _sim(caps, classes, **kw)

@@ -8,6 +8,7 @@ import pytest
 from conftest import import_benchmark
 
 from edgesched.leaderboard import stats
+from edgesched.leaderboard.records import RecordError
 from edgesched.leaderboard.table import Row
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -229,3 +230,7 @@ def test_a_variant_already_on_the_board_is_read_once(study, tmp_path):
     study.main(["--results", *board, "--variant-results", variant, "--out", str(tmp_path)])
     text = (tmp_path / "variant_study.md").read_text()
     assert text.count("| tapfinger-hetero6 | tapfinger | tapfinger-pclip10 | 3 vs 3 |") == 1
+    # a default entry given again is not a variant: still refused as the same runs twice
+    base = str(results / "tapfinger-hetero6_tapfinger.jsonl")
+    with pytest.raises(RecordError, match="duplicate entry"):
+        study.main(["--results", *board, "--variant-results", variant, base])

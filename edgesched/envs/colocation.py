@@ -33,9 +33,9 @@ mapping of the catalog's models to the measured jobs):
   assumed, a scenario parameter), releases all its workers, returns to its queues at its
   priority and, when it next starts, spends the measured restart seconds of its model and
   GPU count before progressing.
-* **Newest** (assumed): a round's placements are ordered by agent index (the mask stops one
+* **Newest** (assumed): a round's placements count in agent-index order (the mask stops one
   agent overcommitting a node alone), so a same-round overload crashes the higher-numbered
-  agent's job: under local rewards it bears the crashes (``crash_order='random'``: not).
+  agent's job (``crash_order='random'``, off in every registered scenario, shuffles them).
 * One badly placed worker slows its whole synchronous job (``sync.slowest_worker``).
 
 Hardware tiers map to measured GPU classes by :data:`TIER_GPU_CLASS`. Jetson-class boards
@@ -91,7 +91,7 @@ class ColocationTable:
         restart_gpus: (G,) GPU counts of the restart table.
         restart_s: (M, G) seconds of a (re)start of each model at each GPU count.
         cpu_x: per model, 0 and the measured core counts (per GPU) of its CPU curve.
-        cpu_y: per model, throughput there relative to 3 cores per GPU (0 at 0, assumed).
+        cpu_y: per model, throughput there relative to 3 cores per GPU (linear to 0: assumed).
     """
 
     classes: tuple[str, ...]
