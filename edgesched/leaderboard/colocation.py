@@ -169,8 +169,9 @@ def render_colocation(
             "and 8), and "
             "`gavel_model_map=largest_batch`, which reads the three catalog models without a "
             "matching Gavel architecture at their stand-in's largest batch, ResNet-50 at 128 "
-            "and Transformer at 256 among them) on the "
-            "same question; `benchmarks/colocation_binding.py` measures how often the "
+            "and Transformer at 256 among them), and the victim rules of a crash "
+            "(`crash_order=random`, `crash_victim=in_pair`) on the same question; "
+            "`benchmarks/colocation_binding.py` measures how often the "
             "assumptions without a parameter bind.",
             "",
         ]
