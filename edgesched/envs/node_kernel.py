@@ -127,26 +127,15 @@ def node_rule(
             victim = -1
             for r in range(gpus):
                 c = c_use[r]
-                if c < 2:
-                    continue
-                bad = False
-                for x in range(c):
+                for x in range(c - 1, -1, -1):  # the newest worker in a failing pair first
+                    mx = models[o_use[r, x]]
                     for y in range(c):
-                        if x != y and fail[cls, models[o_use[r, x]], models[o_use[r, y]]]:
-                            bad = True
-                if bad:
-                    victim = o_use[r, c - 1]
-                    if in_pair:  # the newest worker that is in a failing pair
-                        for x in range(c - 1, -1, -1):
-                            mx = models[o_use[r, x]]
-                            hit = False
-                            for y in range(c):
-                                my = models[o_use[r, y]]
-                                if y != x and (fail[cls, mx, my] or fail[cls, my, mx]):
-                                    hit = True
-                            if hit:
-                                victim = o_use[r, x]
-                                break
+                        my = models[o_use[r, y]]
+                        if y != x and (fail[cls, mx, my] or fail[cls, my, mx]):
+                            victim = o_use[r, x if in_pair else c - 1]
+                    if victim >= 0:
+                        break
+                if victim >= 0:
                     break
             if victim < 0:
                 break
