@@ -14,6 +14,11 @@ from edgesched.leaderboard.table import Row
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _results(*names: str) -> list[str]:
+    """Paths of committed board results files (``leaderboards/results/<name>``)."""
+    return [str(ROOT / "leaderboards" / "results" / n) for n in names]
+
+
 @pytest.fixture(scope="module")
 def study():
     return import_benchmark("variant_study")
@@ -102,15 +107,9 @@ def test_curve_groups_plot_each_entry_with_its_variants(study):
 
 def test_collected_budget_tiers_join_the_study_without_run_directories(study, tmp_path, capsys):
     # the tapfinger-hetero6 budget tiers' run directories are gone; their records remain
-    results = ROOT / "leaderboards" / "results"
-    board = [
-        str(results / f)
-        for f in (
-            "baselines.jsonl",
-            "baselines_preemptive.jsonl",
-            "tapfinger-hetero6_tapfinger.jsonl",
-        )
-    ]
+    board = _results(
+        "baselines.jsonl", "baselines_preemptive.jsonl", "tapfinger-hetero6_tapfinger.jsonl"
+    )
     budget = ROOT / "leaderboards" / "studies" / "budget"
     tiers = [str(budget / f"tapfinger-hetero6_tapfinger-b{k}k.jsonl") for k in (300, 600)]
     study.main(
@@ -217,20 +216,16 @@ def test_heuristic_cells_apply_the_board_target_test_to_a_variant(study):
 def test_a_variant_already_on_the_board_is_read_once(study, tmp_path):
     """``tapfinger-pclip10`` is in the board's results; given again as the study's variant,
     its board records are left out instead of failing as duplicates of the same runs."""
-    results = ROOT / "leaderboards" / "results"
-    board = [
-        str(results / f)
-        for f in (
-            "baselines.jsonl",
-            "tapfinger-hetero6_tapfinger.jsonl",
-            "tapfinger-hetero6_tapfinger-pclip10.jsonl",
-        )
-    ]
-    variant = str(results / "tapfinger-hetero6_tapfinger-pclip10.jsonl")
+    board = _results(
+        "baselines.jsonl",
+        "tapfinger-hetero6_tapfinger.jsonl",
+        "tapfinger-hetero6_tapfinger-pclip10.jsonl",
+    )
+    (variant,) = _results("tapfinger-hetero6_tapfinger-pclip10.jsonl")
     study.main(["--results", *board, "--variant-results", variant, "--out", str(tmp_path)])
     text = (tmp_path / "variant_study.md").read_text()
     assert text.count("| tapfinger-hetero6 | tapfinger | tapfinger-pclip10 | 3 vs 3 |") == 1
     # a default entry given again is not a variant: still refused as the same runs twice
-    base = str(results / "tapfinger-hetero6_tapfinger.jsonl")
+    (base,) = _results("tapfinger-hetero6_tapfinger.jsonl")
     with pytest.raises(RecordError, match="duplicate entry"):
         study.main(["--results", *board, "--variant-results", variant, base])
