@@ -129,8 +129,18 @@ def rerun_heuristic(rec: Record) -> dict[str, Any]:
     )
 
 
-def rerun_learned(rec: Record, root: Path) -> dict[str, Any]:
-    """Reload the record's ``policy`` file and evaluate it as its run did, on its seeds."""
+def rerun_learned(
+    rec: Record, root: Path, env_overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Reload the record's ``policy`` file and evaluate it as its run did, on its seeds.
+
+    Args:
+        rec: a learned record with a ``policy`` file.
+        root: the directory its policy path is relative to.
+        env_overrides: the scenario overrides to evaluate under instead of the record's own
+            (``None``: the record's; a policy trained under some rules, evaluated under
+            others, as ``benchmarks/rules_transfer.py`` does).
+    """
     import torch
 
     from edgesched.envs.handle import resolve_scenario
@@ -143,6 +153,7 @@ def rerun_learned(rec: Record, root: Path) -> dict[str, Any]:
 
     torch.set_num_threads(1)  # as in training's final evaluation (experiment.threads)
     d = rec.data
+    overrides = d["env_overrides"] if env_overrides is None else env_overrides
     path = root / d["policy"]
     if not path.is_file():
         raise FileNotFoundError(f"policy file {d['policy']!r} not found under {root}")
@@ -151,14 +162,14 @@ def rerun_learned(rec: Record, root: Path) -> dict[str, Any]:
         # load_policy returns the trainer itself for learners that evaluate themselves
         # (registry flag own_view, e.g. dqn_central); their view builds its own
         # environment: strict like every evaluation environment
-        scenario = resolve_scenario(d["scenario"], **d["env_overrides"])
+        scenario = resolve_scenario(d["scenario"], **overrides)
         return policy.evaluate(
             scenario, dict(STRICT_OVERRIDES), d["eval_seeds"], d["episodes_per_seed"]
         )
     return evaluate_scheduler(
         policy,
         d["scenario"],
-        d["env_overrides"],
+        overrides,
         d["eval_seeds"],
         d["episodes_per_seed"],
         shield=d["shield"],
