@@ -29,6 +29,7 @@ so the higher-numbered agent's job always loses, ``random`` draws the order)::
     python benchmarks/rules_transfer.py \
         --a leaderboards/results/edge50_ippo.jsonl leaderboards/results/edge50_mappo.jsonl \
             leaderboards/results/baselines_edge_v1.jsonl \
+            leaderboards/results/baselines_preemptive.jsonl \
         --b leaderboards/studies/crash_order/edge50_learned.jsonl \
             leaderboards/studies/crash_order/edge50_baselines.jsonl \
         --pair ippo-crashrandom=ippo mappo-crashrandom=mappo \
@@ -36,7 +37,9 @@ so the higher-numbered agent's job always loses, ``random`` draws the order)::
 
 Comparisons are reductions of mean JCT paired over the evaluation seeds (95% percentile
 bootstrap CI, ``studies.paired_reduction``), each learned cell averaged over its training
-seeds first.
+seeds first: a paired CI says how sure the difference is on these workloads for these
+trained policies, not across training seeds (two sets of three seeds trained under the
+same rules differ too; each entry's own CI shows that spread).
 """
 
 from __future__ import annotations
@@ -160,7 +163,9 @@ def main(argv: list[str] | None = None) -> None:
     rep.print(
         f"Machine: {cpu_name()}. Scenario {scen_a}; rules A: {ta}; rules B: {tb}. Mean JCT "
         "in slots with each entry's own 95% CI (learned: over training seeds); comparisons "
-        "paired over the evaluation seeds (95% percentile bootstrap CI); crashes per episode."
+        "paired over the evaluation seeds (95% percentile bootstrap CI), a learned cell's "
+        "training seeds averaged first, so a paired CI leaves out the spread between training "
+        "seeds that each entry's own CI holds; crashes per episode."
     )
     rep.print()
 
