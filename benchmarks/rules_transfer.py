@@ -110,7 +110,7 @@ def evaluated_under(rec: Record, overrides: dict[str, Any], root: Path) -> Recor
 
 def row_of(recs: list[Record], algo: str) -> Row:
     """The (unshielded) row of entry ``algo`` among ``recs``."""
-    (row,) = [r for r in compute_rows([x for x in recs if x.data["algo"] == algo])]
+    (row,) = compute_rows([x for x in recs if x.data["algo"] == algo])
     return row
 
 
