@@ -80,10 +80,11 @@ def test_every_policy_is_evaluated_under_both_rules(study, files, capsys):
     assert trained[2] == "0.0% lower [0.0%, 0.0%]"
 
 
-def test_refuses_sides_under_the_same_rules(study, files):
+def test_refuses_sides_under_the_same_rules(study, files, capsys):
     a, _ = files
     with pytest.raises(SystemExit):
         study.main(["--a", a, "--b", a, "--pair", "mappo=mappo", "--root", str(ROOT)])
+    assert "--a and --b are under the same rules (registered rules)" in capsys.readouterr().err
 
 
 def test_names_a_pair_without_records(study, files, capsys):
