@@ -75,9 +75,14 @@ def test_every_policy_is_evaluated_under_both_rules(study, files, capsys):
     ll = _table_row(out, "least_loaded")
     assert ll[1] == "(heuristic)"
     assert ll[6] == "100.0% higher [100.0%, 100.0%]"
-    trained = _table_row(out, "mappo-ts", nth=1)
+    trained = _table_row(out, "mappo-ts", nth=4)  # after the cells and the 3 seed rows
     assert trained[1] == "mappo"
     assert trained[2] == "0.0% lower [0.0%, 0.0%]"
+    # per training seed: the same policy under the same rules, whichever side trained it
+    for seed in range(3):
+        mine, twins = _table_row(out, "mappo", nth=1 + seed), _table_row(out, "mappo-ts", 1 + seed)
+        assert mine[:3] == ["mappo", "A", str(seed)] and twins[:3] == ["mappo-ts", "B", str(seed)]
+        assert twins[3] == mine[3] and twins[4] == mine[3]
 
 
 def test_refuses_sides_under_the_same_rules(study, files, capsys):
