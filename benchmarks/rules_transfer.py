@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 from _report import Report, cpu_name
-from scenario_rules_study import parse_pairs
+from scenario_rules_study import overrides_of, parse_pairs, rules_text
 from variant_study import ci_cell
 
 from edgesched.leaderboard.build import compute_rows
@@ -88,12 +88,7 @@ def side(
     if len(tables) != 1:
         raise SystemExit(f"{what}: expected the records of one scenario, got {sorted(tables)}")
     ((_, group),) = tables.items()
-    return group[0].data["scenario"], dict(group[0].data.get("env_overrides") or {}), group
-
-
-def rules_text(overrides: dict[str, Any]) -> str:
-    """``crash_order=random`` (``registered rules`` for none)."""
-    return ", ".join(f"{k}={v}" for k, v in sorted(overrides.items())) or "registered rules"
+    return group[0].data["scenario"], overrides_of(group), group
 
 
 def evaluated_under(rec: Record, overrides: dict[str, Any], root: Path) -> Record:
@@ -114,16 +109,10 @@ def row_of(recs: list[Record], algo: str) -> Row:
     return row
 
 
-def mean_crashes(row: Row, recs: list[Record]) -> str:
-    """Crashes per episode of ``row``'s records (``-`` where the scenario has none)."""
-    vals = [
-        ep["crashes"]
-        for r in recs
-        if r.data["algo"] == row.algo
-        for ep in r.data["per_episode"]
-        if "crashes" in ep
-    ]
-    return f"{np.mean(vals):.1f}" if vals else "-"
+def crashes_cell(row: Row) -> str:
+    """Crashes per episode of ``row`` (``-`` where its scenario counts none)."""
+    value = row.metrics.get("crashes", float("nan"))
+    return "-" if np.isnan(value) else f"{value:.1f}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -188,8 +177,8 @@ def main(argv: list[str] | None = None) -> None:
             ra, rb = row_of(at_a, name), row_of(at_b, name)
             cells[name, "A"], cells[name, "B"] = ra, rb
             rep.print(
-                f"| {name} | {trained} | {ci_cell(ra)} | {mean_crashes(ra, at_a)} | "
-                f"{ci_cell(rb)} | {mean_crashes(rb, at_b)} | "
+                f"| {name} | {trained} | {ci_cell(ra)} | {crashes_cell(ra)} | "
+                f"{ci_cell(rb)} | {crashes_cell(rb)} | "
                 f"{reduction_text(paired_reduction(rb, ra))} |"
             )
     heur_a = {r.data["algo"] for r in recs_a if not r.learned}
@@ -197,8 +186,8 @@ def main(argv: list[str] | None = None) -> None:
     for name in sorted(heur_a & heur_b):
         ra, rb = row_of(recs_a, name), row_of(recs_b, name)
         rep.print(
-            f"| {name} | (heuristic) | {ci_cell(ra)} | {mean_crashes(ra, recs_a)} | "
-            f"{ci_cell(rb)} | {mean_crashes(rb, recs_b)} | "
+            f"| {name} | (heuristic) | {ci_cell(ra)} | {crashes_cell(ra)} | "
+            f"{ci_cell(rb)} | {crashes_cell(rb)} | "
             f"{reduction_text(paired_reduction(rb, ra))} |"
         )
     rep.print()

@@ -102,6 +102,11 @@ def overrides_of(records: list) -> dict:
     return dict(records[0].data.get("env_overrides") or {})
 
 
+def rules_text(overrides: dict) -> str:
+    """``pending_refill=on_advance, ...`` (``registered rules`` for none)."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(overrides.items())) or "registered rules"
+
+
 def kind_cell(row: Row) -> str:
     """``learned, 3 training seeds`` (``1 training seed``) or ``heuristic``."""
     if not row.learned:
@@ -242,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     if absent:
         p.error(f"--pair names {absent}, not among the reference records of {scenario!r}")
 
-    rule_text = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+    rule_text = rules_text(overrides)
     rep.print(
         f"Machine: {cpu_name()}. Scenario {scenario} under {rule_text}; evaluation seeds "
         f"{rows[0].eval_seeds[0]}..{rows[0].eval_seeds[-1]} ({len(rows[0].eval_seeds)}). Mean "
