@@ -1,4 +1,6 @@
-"""The README's quick tour runs as written (documentation that cannot rot silently)."""
+"""The README and the docs/ pages: the quick tour runs as written, every quoted figure comes
+from a generated file, and every link resolves in a plain clone (documentation that cannot
+rot silently)."""
 
 from __future__ import annotations
 
@@ -26,14 +28,23 @@ def test_quick_tour_runs():
 
 
 # ---------------------------------------------------------------- numbers cannot drift
-# Every measured figure the README quotes must come from a generated file. A section that
-# quotes figures names its sources in a comment, ``<!-- numbers: path [path ...] -->``
-# (paths relative to the repository root); every decimal figure and every figure with a
-# thousands separator in that section must then appear, at the precision quoted, among
-# the numbers of those files (as given, or as a fraction for a percentage). Generated
-# blocks (``<!-- name:start ... -->`` to ``<!-- name:end -->``) are compared whole
-# against their file elsewhere and skipped here; code is skipped (it is run, not quoted).
+# Every measured figure the README (or a docs/ page) quotes must come from a generated file.
+# A section that quotes figures names its sources in a comment, ``<!-- numbers: path [path
+# ...] -->`` (paths relative to the repository root); every decimal figure and every figure
+# with a thousands separator in that section must then appear, at the precision quoted,
+# among the numbers of those files (as given, or as a fraction for a percentage). Generated
+# blocks (``<!-- name:start ... -->`` to ``<!-- name:end -->``) are compared whole against
+# their file elsewhere and skipped here; code is skipped (it is run, not quoted).
 ROOT = README.parent
+# docs/paper-claims.md quotes the papers' own figures: it is a source the other pages cite
+QUOTES_PAPERS = {"paper-claims.md"}
+
+
+def _pages() -> list[Path]:
+    """The README and every page of docs/ (the write-ups the README links to)."""
+    return [README, *sorted((ROOT / "docs").glob("*.md"))]
+
+
 _NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,])\d+\.\d+(?![\w.])")
 # version strings and the like are not measurements
 _NOT_A_FIGURE = re.compile(
@@ -84,9 +95,13 @@ def _matches(token: str, values: list[float]) -> bool:
 
 def _annotated() -> list[tuple[str, list[str], str]]:
     out = []
-    for heading, body in _sections(README.read_text()):
-        m = re.search(r"<!-- numbers: (.*?) -->", body)
-        out.append((heading, m.group(1).split() if m else [], body))
+    for page in _pages():
+        if page.name in QUOTES_PAPERS:
+            continue
+        where = page.relative_to(ROOT)
+        for heading, body in _sections(page.read_text()):
+            m = re.search(r"<!-- numbers: (.*?) -->", body)
+            out.append((f"{where} {heading}", m.group(1).split() if m else [], body))
     return out
 
 
@@ -121,17 +136,47 @@ def test_figure_check_catches_a_drifted_number():
     ]
 
 
-def test_readme_links_resolve_inside_a_clone():
-    # a plain clone has no folder next to it: every relative link must point into the repo
-    text = re.sub(r"```.*?```", "", README.read_text(), flags=re.S)
+def _anchors(page: Path) -> set[str]:
+    """The heading anchors GitHub renders for ``page`` (lower case, punctuation dropped)."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    heads = re.findall(r"^#{1,6} (.*)$", text, flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
+def _dead_links(page: Path, root: Path = ROOT) -> list[str]:
+    """Relative links of ``page`` that a clone at ``root`` cannot follow (file or anchor)."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
     dead = []
     for target in re.findall(r"\]\(([^)]+)\)", text):
-        if re.match(r"[a-z]+://|#|mailto:", target):
+        if re.match(r"[a-z]+://|mailto:", target):
             continue
-        path = (ROOT / target.split("#")[0]).resolve()
-        if ROOT.resolve() not in (path, *path.parents) or not path.exists():
+        file, _, anchor = target.partition("#")
+        path = (page.parent / file).resolve() if file else page
+        inside = root.resolve() in (path, *path.parents) and path.exists()
+        if not inside or (anchor and path.suffix == ".md" and anchor not in _anchors(path)):
             dead.append(target)
-    assert not dead, f"README links that a plain clone cannot follow: {dead}"
+    return dead
+
+
+def test_readme_links_resolve_inside_a_clone():
+    # a plain clone has no folder next to it: every relative link must point into the repo,
+    # and an anchor must name a heading of its page (a section moved to docs/ leaves none)
+    dead = {str(p.relative_to(ROOT)): _dead_links(p) for p in _pages()}
+    dead = {k: v for k, v in dead.items() if v}
+    assert not dead, f"links that a plain clone cannot follow: {dead}"
+
+
+def test_link_check_catches_a_moved_section(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "study.md").write_text("# Study\n\n## Measured: the `--help` run\n")
+    page = tmp_path / "README.md"
+    page.write_text(
+        "# Title\n\n[a](#title) [b](#gone) [c](docs/study.md#measured-the---help-run)\n"
+        "[d](docs/study.md#title) [e](docs/missing.md) [f](../outside.md)\n"
+    )
+    assert _anchors(tmp_path / "docs" / "study.md") == {"study", "measured-the---help-run"}
+    dead = _dead_links(page, root=tmp_path)
+    assert dead == ["#gone", "docs/study.md#title", "docs/missing.md", "../outside.md"]
 
 
 def _scenario_rows() -> dict[str, list[str]]:
