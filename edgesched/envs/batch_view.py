@@ -174,7 +174,7 @@ class BatchView(SharedStatics):
         """
         sim = self._sim
         ids = (np.asarray(copies) + self._b0) * sim.job_capacity + np.asarray(jobs)
-        return sim.j_alloc[ids, levels]
+        return sim.alloc_of(ids, levels)
 
     # ------------------------------------------------------------------ per (copy, job)
     def _job_ids(self, copies: np.ndarray, jobs: np.ndarray, valid: bool = True) -> np.ndarray:
@@ -203,7 +203,7 @@ class BatchView(SharedStatics):
             ``(alloc (..., L, 3), allowed (..., L) bool)``, fresh.
         """
         ids = self._job_ids(copies, jobs)
-        return self._sim.j_alloc[ids], self._sim.j_alloc_ok[ids]
+        return self._sim.alloc_of(ids), self._sim.j_alloc_ok[ids]
 
     def job_home(self, copies: np.ndarray, jobs: np.ndarray) -> np.ndarray:
         """Local agent at whose queue each of local ``jobs`` of ``copies`` arrived; fresh.

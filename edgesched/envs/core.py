@@ -49,6 +49,7 @@ from .graph_view import GraphMixin
 from .layout import LayoutMixin
 from .metrics import Counters, MetricsMixin
 from .observe import NODE_FEATURES, OBS_BOUND, ObservationMixin
+from .pickles import upgrade_state
 from .placement import STEP_INFO_KEYS, InvalidActionError, PlacementMixin
 from .progress import get_progress_model
 from .queues import QueueMixin
@@ -172,6 +173,7 @@ class EdgeClusterSim(
         self.rngs: list[np.random.Generator] = [np.random.default_rng() for _ in range(b)]
         self._order_rngs: list[np.random.Generator | None] = [None] * b  # crash_order
         self._wl: list[Workload | None] = [None] * b
+        self._gpu_shared = False  # whether any job so far held part of a GPU (alloc_of)
         # The episode key (ClusterView.episode_key) is this simulator's uid and the number
         # of the copy's episode among all episodes the simulator has begun. Both travel
         # with a pickled simulator, so a resumed run sees the keys the uninterrupted one
@@ -206,31 +208,7 @@ class EdgeClusterSim(
         renamed or added since are rebuilt from what the old state holds, so the run
         continues exactly as it would have.
         """
-        if "_scale_need_ext" not in state and "_inv_need_ext" in state:
-            need = state.pop("_inv_need_ext").copy()
-            need[:, 2] = state["_j_min_ext"][:, 2]  # minimum memory (the sentinel's is inf)
-            state["_scale_need_ext"] = need
-        if "_nbr_safe_t" not in state and "_nbr_safe" in state:
-            state["_nbr_safe_t"] = np.ascontiguousarray(state["_nbr_safe"].T)
-        if state.get("_coloc") is not None and "_coloc_k" not in state:
-            # pickled before the compiled node rule: its memo and list tables are gone
-            from .colocation import kernel_tables
-
-            for old in ("_coloc_memo", "_pair_l", "_fail_l", "_pick_ext"):
-                state.pop(old, None)
-            state["_coloc_k"] = kernel_tables(state["_coloc"])
-            # its cached slowdowns hold job ids where per-copy counts are kept now
-            state["_slow_cache"] = None
-        if "_kstate" not in state:  # pickled before the measured call's buffers
-            state["_kstate"] = None
-            state["_slow_cache"] = None  # it held the slowdowns themselves
-            state["_maybe_dirty"] = True
-        if "_node_over" not in state and "_util_sum" in state:  # pickled before the count
-            state["_node_over"] = np.zeros(len(state["_util_sum"]), dtype=np.int64)
-        if "_cnt" in state and "crashes_memory" not in state["_cnt"]:  # before the cause
-            state["_cnt"]["crashes_memory"] = np.zeros_like(state["_cnt"]["crashes"])
-        if "_order_rngs" not in state:  # pickled before crash_order (so its order is agent)
-            state["_order_rngs"] = [None] * len(state["_wl"])
+        upgrade_state(state)
         if "_episode_no" not in state:  # pickled before episode keys were counters
             state["_episode_no"] = -1 - np.arange(len(state["_wl"]), dtype=np.int64)
             state["uid"] = next(_SIM_UIDS)

@@ -160,7 +160,7 @@ class ExecutionMixin:
             new = targets[i, :w]
             if (new == self.w_level[j, :w]).all():
                 continue
-            alloc = self.j_alloc[j, new]
+            alloc = self.alloc_of(j, new)
             diff = alloc - self.w_alloc[j, :w]
             if d > 0:
                 # Checked over every node of the job's copy, not only the job's nodes: an

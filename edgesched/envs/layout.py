@@ -32,7 +32,7 @@ _JOB_STATIC = {
     "j_max_samples": ("max_samples", np.inf),
     "j_x90": ("x90", 1.0),
     "j_eff": ("eff", 1.0),
-    "j_alloc": ("alloc", 0.0),
+    "j_gpu_share": ("gpu_share", 1.0),
     "j_alloc_ok": ("alloc_ok", False),
 }
 _JOB_STATIC_BY_MODEL = {
@@ -88,7 +88,6 @@ class LayoutMixin:
         lv = self.num_levels
         shapes = {
             "j_min": (3,),
-            "j_alloc": (lv, 3),
             "j_alloc_ok": (lv,),
             "_j_iter_at_speed1": (lv,),
         }
@@ -132,6 +131,8 @@ class LayoutMixin:
             arr = getattr(self, name)
             arr[blk] = fill
             arr[js] = getattr(wl, src)
+        # stays set once any copy held a part-GPU job: multiplying by 1 changes no value
+        self._gpu_shared = self._gpu_shared or bool((wl.gpu_share != 1.0).any())
         self.j_home[js] += a0
         for name, (_, fill) in {**_JOB_DYNAMIC, **_WORKER}.items():
             getattr(self, name)[blk] = fill
@@ -155,6 +156,32 @@ class LayoutMixin:
         self._wl[b] = wl
         # numbers only grow, so the next one is the largest so far plus one
         self._episode_no[b] = self._episode_no.max() + 1
+
+    def alloc_of(self, jobs: Any, levels: Any = None) -> np.ndarray:
+        """Allocation (CPU, GPU, memory) of ``jobs`` at ``levels``, fresh.
+
+        Args:
+            jobs: global job ids (an int or an array; -1 reads the last id: mask it out).
+            levels: allocation levels, broadcastable with ``jobs``; ``None``: every level.
+
+        Returns:
+            (..., 3) for ``jobs`` and ``levels`` broadcast together, or (..., L, 3) for every
+            level: the job's model's allocation, its GPU times the job's GPU share.
+        """
+        model = self.j_model[jobs]
+        alloc = self._m_alloc[model] if levels is None else self._m_alloc[model, levels]
+        if self._gpu_shared:
+            share = self.j_gpu_share[jobs]
+            alloc[..., 1] *= share if levels is not None else np.expand_dims(share, -1)
+        return alloc
+
+    @property
+    def j_alloc(self) -> np.ndarray:
+        """(num_jobs, L, 3) allocation of every job id at every level, gathered (fresh).
+
+        The tables are per model (:meth:`alloc_of`); this full gather is for inspection.
+        """
+        return self.alloc_of(np.arange(self.num_jobs))
 
     def j_key_of(self, jobs: np.ndarray) -> np.ndarray:
         """Queue key of ``jobs`` without aging: priority class, then arrival order."""

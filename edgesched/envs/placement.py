@@ -250,7 +250,7 @@ class PlacementMixin:
         }
         if len(agents) == 0:
             return info
-        alloc = self.j_alloc[jobs, level]
+        alloc = self.alloc_of(jobs, level)
         # task conflicts (only possible under shared visibility): one winner per job
         if self._shared and has_duplicates(jobs):
             keep = self._resolve_conflicts(agents, jobs, targets, alloc)

@@ -291,7 +291,7 @@ class TapFingerProgress(ProgressModel):
 
     def iteration_seconds(self, sim, jobs, level, nodes):
         """The GPU count of the allocation (the LM rule's ``g``)."""
-        return sim.j_alloc[jobs, level, 1]
+        return sim.alloc_of(jobs, level)[..., 1]
 
     def advance(self, sim, running, nodes, slow):
         """See :meth:`ProgressModel.advance`."""

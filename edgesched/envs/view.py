@@ -205,7 +205,7 @@ class ClusterView(SharedStatics):
             jobs: job ids (any shape; -1 indexes the last job: mask such entries out).
             levels: allocation levels, broadcastable with ``jobs``.
         """
-        return self._sim.j_alloc[np.asarray(jobs) + self._j0(), levels]
+        return self._sim.alloc_of(np.asarray(jobs) + self._j0(), levels)
 
     def resize_levels(self, jobs: np.ndarray, delta: int) -> np.ndarray:
         """Levels the workers of running ``jobs`` would move to under a resize by ``delta``.
@@ -237,7 +237,8 @@ class ClusterView(SharedStatics):
     @property
     def alloc_table(self) -> np.ndarray:
         """(J, L, 3) allocation of every job at every level, read-only."""
-        return _readonly(self._sim.j_alloc[self._js()])
+        js = self._js()
+        return _readonly(self._sim.alloc_of(np.arange(js.start, js.stop)))
 
     @property
     def job_arrival(self) -> np.ndarray:

@@ -26,7 +26,9 @@ EdgeClusterSim = Any
 class Workload:
     """The jobs of one episode of one copy (local ids, arrival order).
 
-    Attributes are (J,) arrays unless noted; ``alloc`` is (J, L, 3) and ``alloc_ok`` (J, L).
+    Attributes are (J,) arrays unless noted; ``alloc_ok`` is (J, L). ``gpu_share`` is the
+    share of a GPU each worker of a job holds per GPU of its level (1 but for part-GPU trace
+    jobs), so job ``j`` at level ``l`` takes its model's allocation with the GPU scaled by it.
     ``vis_agent``/``vis_job`` are the (agent, job) visibility pairs sorted by arrival slot,
     ``vis_slot_ptr[s]`` the first pair arriving at slot ``s``.
     """
@@ -41,7 +43,7 @@ class Workload:
     min: np.ndarray
     target: np.ndarray
     eff: np.ndarray
-    alloc: np.ndarray
+    gpu_share: np.ndarray
     alloc_ok: np.ndarray
     vis_agent: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     vis_job: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -128,14 +130,14 @@ def draw_workload(sim: EdgeClusterSim, rng: np.random.Generator) -> Workload:
     else:
         size_factor = np.exp(cfg.job_size_sigma * rng.standard_normal(jn))
     dmin = sim._min_demand_m[model]
-    alloc = sim._m_alloc[model]
+    gpu_share = np.ones(jn)
     if tj is not None and cfg.trace_fractional_gpus and tw.gpu_fraction is not None:
         frac = tw.gpu_fraction[tj]
         if (frac < 1.0).any():
             # a part-GPU job's worker holds that share of a GPU at every level
             scale = np.ones((jn, 3))
             scale[:, 1] = frac
-            dmin, alloc = dmin * scale, alloc * scale[:, None, :]
+            dmin, gpu_share = dmin * scale, scale[:, 1].copy()
     wl = Workload(
         num_jobs=jn,
         arrival=slot.astype(np.int64),
@@ -147,9 +149,10 @@ def draw_workload(sim: EdgeClusterSim, rng: np.random.Generator) -> Workload:
         min=dmin,
         target=target,
         eff=sim._sync_eff[sync],
-        # allocation options per job and level are per model, gathered: per job they cost
-        # ~5 ms per reset on the 288-level TapFinger grid
-        alloc=alloc,
+        # a job's allocation at each level is its model's, times its GPU share: looked up
+        # when needed (LayoutMixin.alloc_of), since a (J, L, 3) table per episode was most
+        # of a TapFinger reset (288 levels: 2.7 MB a copy, gathered and then copied)
+        gpu_share=gpu_share,
         alloc_ok=sim._m_ok[model],
         trace_window_start=window_start,
     )
