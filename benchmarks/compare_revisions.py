@@ -19,6 +19,7 @@ Usage::
     python benchmarks/compare_revisions.py --rev ef6c34d --out benchmarks/results
     python benchmarks/compare_revisions.py --rev 9842e12 --paths array,batched
     python benchmarks/compare_revisions.py --rev 6504d10 --paths central --scenarios edge50
+    python benchmarks/compare_revisions.py --rev 1c573a3~1 --paths reset
     python benchmarks/compare_revisions.py --rev ce4d875 --scenarios edge50 \
         --train mappo,srole:central
     python benchmarks/compare_revisions.py --rev d0c9a3e --scenarios edge50-v0=edge50 \
@@ -74,6 +75,23 @@ elif {path!r} == "central":
             n += 1
         best = max(best, n / busy)
     print(json.dumps([best, best]))  # one decision per step
+elif {path!r} == "reset":
+    # copy resets per second of a batched simulator (each draws and installs a workload);
+    # written here, not in env_throughput.py, so that revisions without it run it too
+    import time
+    import edgesched
+    agents = edgesched.make_batched({name!r}, 1).agents_per_copy
+    copies = {copies!r} or e.default_copies(agents)
+    sim = edgesched.make_batched({name!r}, copies)
+    sim.reset(seeds=list(range(copies)))
+    seed, best = copies, 0.0
+    for _ in range({windows!r}):
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < {seconds!r} / {windows!r}:
+            sim.reset_copies([n % copies], [seed])
+            seed, n = seed + 1, n + 1
+        best = max(best, n / (time.perf_counter() - t0))
+    print(json.dumps([best, best]))
 else:
     fn = e.bench_array if {path!r} == "array" else e.bench_dict
     print(json.dumps(fn({name!r}, {seconds!r}, {windows!r})))
@@ -89,14 +107,17 @@ def measure(
         tree: the checkout whose ``benchmarks/env_throughput.py`` and package run.
         path: ``"array"``, ``"dict"``, ``"batched"`` or ``"central"`` (the Gymnasium central
             view, one head decision per step: masks and steps timed, a random feasible
-            policy).
+            policy), or ``"reset"`` (copy resets per second of a batched simulator of
+            ``copies`` copies, one copy at a time: the figure is resets, not decisions).
         name: the scenario.
         seconds: measuring time, split into ``windows`` windows (the best one counts).
         windows: see ``seconds``.
         copies: the batched path's copies (0: ``env_throughput.default_copies``).
     """
-    if path not in ("array", "dict", "batched", "central"):
-        raise ValueError(f"path={path!r} is not allowed; use array, dict, batched or central")
+    if path not in ("array", "dict", "batched", "central", "reset"):
+        raise ValueError(
+            f"path={path!r} is not allowed; use array, dict, batched, central or reset"
+        )
     code = _SNIPPET.format(
         tree=str(tree), path=path, name=name, seconds=seconds, windows=windows, copies=copies
     )
@@ -161,7 +182,10 @@ def _best_of_rounds(rounds: int, old: Path, rate: Callable[[Path], float]) -> tu
 
 
 def _compare_envs(rep: Report, args: argparse.Namespace, old: Path) -> None:
-    rep.print(f"old: {args.rev}  new: this checkout (agent-decisions/s, best of rounds)")
+    rep.print(
+        f"old: {args.rev}  new: this checkout (agent-decisions/s; the reset path: copy "
+        "resets/s; best of rounds)"
+    )
     rep.print(f"{'scenario':20s} {'path':6s} {'old':>12s} {'new':>12s} {'new/old':>8s}")
     for name in args.scenarios.split(","):
         names = _names(name, old)
@@ -206,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated; NEW=OLD names one scenario on each side (edge50-v0=edge50)",
     )
     p.add_argument(
-        "--paths", default="array,dict", help="comma-separated: array, dict, batched, central"
+        "--paths",
+        default="array,dict",
+        help="comma-separated: array, dict, batched, central, reset (copy resets/s)",
     )
     p.add_argument("--copies", type=int, default=0, help="batched copies (0: the default)")
     p.add_argument("--rounds", type=int, default=3, help="alternations per measurement")

@@ -20,6 +20,8 @@ Usage::
     python benchmarks/env_throughput.py --scenarios edge50 --collision-modes timeshare measured
         # each scenario under each mode, relative to the first (env_throughput_modes.md);
         # the modes are measured in alternating windows, so the ratio survives drift
+    python benchmarks/env_throughput.py --scenarios tapfinger-hetero6 --extra-copies 512 --mean
+        # rates over all windows (resets included) instead of the best window
 
 The batched path runs ``--copies`` copies (default: :func:`default_copies`, e.g. 32 for
 edge50 and 64 for tapfinger-hetero6).
@@ -57,6 +59,18 @@ def _best_rate(windows: list[tuple[int, float]], agents: int) -> tuple[float, fl
     least disturbed measurement of the code (as ``timeit`` does).
     """
     steps, busy = max(windows, key=lambda w: w[0] / w[1])
+    return steps / busy, steps * agents / busy
+
+
+def _mean_rate(windows: list[tuple[int, float]], agents: int) -> tuple[float, float]:
+    """Rate over every window together (steps and busy time summed).
+
+    A batched simulator's copies tend to end their episodes in the same step (edge50's
+    truncate together), so their resets come in bursts that the best window can leave
+    out, while one copy's resets fall in every window; this rate counts both alike.
+    """
+    steps = sum(w[0] for w in windows)
+    busy = sum(w[1] for w in windows)
     return steps / busy, steps * agents / busy
 
 
@@ -180,19 +194,23 @@ def bench_dict(
 
 
 def bench_interleaved(
-    make: list[Callable[[], Iterator[tuple[int, float]]]], windows: int, agents: int
+    make: list[Callable[[], Iterator[tuple[int, float]]]],
+    windows: int,
+    agents: int,
+    mean: bool = False,
 ) -> list[tuple[float, float]]:
-    """Best rates of several set-ups whose windows alternate (A, B, A, B, ...).
+    """Best rates (``mean``: rates over all windows) of set-ups whose windows alternate.
 
     The machine's speed drifts between seconds, so set-ups compared by a ratio are measured
-    in alternating windows rather than one after the other.
+    in alternating windows (A, B, A, B, ...) rather than one after the other.
     """
     gens = [m() for m in make]
     got: list[list[tuple[int, float]]] = [[] for _ in gens]
     for _ in range(windows):
         for g, out in zip(gens, got, strict=True):
             out.append(next(g))
-    return [_best_rate(w, agents) for w in got]
+    rate = _mean_rate if mean else _best_rate
+    return [rate(w, agents) for w in got]
 
 
 def main() -> None:
@@ -224,6 +242,12 @@ def main() -> None:
         help="measure each scenario under each of these collision modes (e.g. measured "
         "timeshare) and print each mode's figures relative to the first one's",
     )
+    parser.add_argument(
+        "--mean",
+        action="store_true",
+        help="report each path's rate over all its windows instead of its best window: "
+        "batched copies reset in bursts that a best window can leave out",
+    )
     parser.add_argument("--out", default="", help="directory for the results file")
     parser.add_argument(
         "--name",
@@ -244,6 +268,8 @@ def main() -> None:
         f"machine: {cpu}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
         f"numpy {np.__version__}, edgesched {edgesched.__version__}"
     )
+    if args.mean:
+        report.print(f"rates over all {args.windows} windows of each path (--mean)")
     header = (
         f"{'scenario':<20}{'agents':>7}{'array steps/s':>15}{'array dec/s':>14}"
         f"{'dict steps/s':>14}{'dict dec/s':>13}{'us/step/agent':>15}"
@@ -259,16 +285,17 @@ def main() -> None:
         # each path's set-ups (one per mode) in alternating windows: their ratio is robust
         # to the machine's drift
         arr = bench_interleaved(
-            [partial(array_windows, name, window, **o) for o in overs], args.windows, n
+            [partial(array_windows, name, window, **o) for o in overs], args.windows, n, args.mean
         )
         dic = bench_interleaved(
-            [partial(dict_windows, name, window, **o) for o in overs], args.windows, n
+            [partial(dict_windows, name, window, **o) for o in overs], args.windows, n, args.mean
         )
         bat = (
             bench_interleaved(
                 [partial(batched_windows, name, window, copies, **o) for o in overs],
                 args.windows,
                 n * copies,
+                args.mean,
             )
             if copies
             else [(0.0, 0.0)] * len(modes)
@@ -278,6 +305,7 @@ def main() -> None:
                 [partial(batched_windows, name, window, b, **o) for o in overs],
                 args.windows,
                 n * b,
+                args.mean,
             )
             for b in args.extra_copies
         }

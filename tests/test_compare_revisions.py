@@ -16,7 +16,8 @@ def cr():
 
 
 @pytest.mark.parametrize(
-    ("path", "copies"), [("array", 0), ("dict", 0), ("batched", 4), ("central", 0)]
+    ("path", "copies"),
+    [("array", 0), ("dict", 0), ("batched", 4), ("central", 0), ("reset", 4)],
 )
 def test_measure_runs_the_trees_benchmark(cr, path, copies):
     rate = cr.measure(ROOT, path, "edge10", seconds=0.2, windows=1, copies=copies)

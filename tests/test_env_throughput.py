@@ -34,3 +34,17 @@ def test_rejects_zero_extra_copies(et, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         et.main()
     assert "--extra-copies=0 is not allowed" in capsys.readouterr().err
+
+
+def test_the_mean_rate_counts_the_windows_a_best_window_leaves_out(et):
+    # a burst of resets makes one slow window: the best window drops it, the mean keeps it
+    windows = [(100, 1.0), (100, 1.0), (100, 3.0)]
+    assert et._best_rate(windows, agents=2) == (100.0, 200.0)
+    assert et._mean_rate(windows, agents=2) == (60.0, 120.0)
+
+
+def test_the_mean_flag_is_reported(et, monkeypatch, capsys):
+    argv = ["env_throughput.py", "--scenarios", "edge10", "--seconds", "0.2", "--windows", "2"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--copies", "2", "--mean"])
+    et.main()
+    assert "rates over all 2 windows of each path (--mean)" in capsys.readouterr().out
