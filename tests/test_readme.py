@@ -161,7 +161,8 @@ def _dead_links(page: Path, root: Path = ROOT) -> list[str]:
 def test_readme_links_resolve_inside_a_clone():
     # a plain clone has no folder next to it: every relative link must point into the repo,
     # and an anchor must name a heading of its page (a section moved to docs/ leaves none)
-    dead = {str(p.relative_to(ROOT)): _dead_links(p) for p in _pages()}
+    hand_written = [ROOT / "leaderboards" / "README.md", ROOT / "leaderboards/archive/v0/README.md"]
+    dead = {str(p.relative_to(ROOT)): _dead_links(p) for p in [*_pages(), *hand_written]}
     dead = {k: v for k, v in dead.items() if v}
     assert not dead, f"links that a plain clone cannot follow: {dead}"
 
