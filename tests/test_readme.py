@@ -34,7 +34,9 @@ def test_quick_tour_runs():
 # with a thousands separator in that section must then appear, at the precision quoted,
 # among the numbers of those files (as given, or as a fraction for a percentage). Generated
 # blocks (``<!-- name:start ... -->`` to ``<!-- name:end -->``) are compared whole against
-# their file elsewhere and skipped here; code is skipped (it is run, not quoted).
+# their file elsewhere and skipped here; code is skipped (it is run, not quoted). A docs/ page
+# names its sources once, at its top, and its sections without a comment of their own
+# inherit them (the README's sections each name their own).
 ROOT = README.parent
 # docs/paper-claims.md quotes the papers' own figures: it is a source the other pages cite
 QUOTES_PAPERS = {"paper-claims.md"}
@@ -99,9 +101,14 @@ def _annotated() -> list[tuple[str, list[str], str]]:
         if page.name in QUOTES_PAPERS:
             continue
         where = page.relative_to(ROOT)
+        inherited: list[str] = []
         for heading, body in _sections(page.read_text()):
             m = re.search(r"<!-- numbers: (.*?) -->", body)
-            out.append((f"{where} {heading}", m.group(1).split() if m else [], body))
+            sources = m.group(1).split() if m else inherited
+            if heading == "(top)" and page != README:
+                # a docs page names its sources once, at its top, for all its sections
+                inherited = sources
+            out.append((f"{where} {heading}", sources, body))
     return out
 
 
