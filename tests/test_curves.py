@@ -346,6 +346,17 @@ def test_a_longer_budget_that_gains_nothing_settles_the_default(tmp_path):
     # one of them was not trained longer: still open
     row = tier("half", study("mappo", 1.0))
     assert "ippo:" not in row and row.endswith("| not determined: longer curves needed |")
+    # a longer run short of the protocol's 3 training seeds is shown but decides nothing:
+    # one seed of a flat, lower run must not settle mappo at its budget
+    one_seed = [r for r in study("mappo", 0.5, flat=True) if r["train_seed"] == 0]
+    row = tier("one-seed", one_seed + study("ippo", 1.0))
+    assert "mappo: 768 steps, 1 of 3 seeds, incomplete, " in row
+    assert row.endswith("| not determined: longer curves needed |")
+    # with the other seeds it settles mappo, as in "settled" above
+    row = tier("three-seeds", study("mappo", 0.5, flat=True) + study("ippo", 1.0))
+    assert row.endswith(
+        "| 768 (mappo gains from 768 and is no longer improving there; not yet set for the board) |"
+    )
 
 
 def test_a_budget_study_of_a_variant_entry_is_that_entrys_not_its_base(tmp_path):

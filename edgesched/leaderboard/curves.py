@@ -318,6 +318,7 @@ def render_budget_tiers(
     default_steps: int,
     longer: dict[str, list[Row]] | None = None,
     budgets: dict[str, int] | None = None,
+    min_seeds: int = 3,
 ) -> list[str]:
     """``coverage.md``'s budget-tier table: per board, is the default budget enough?
 
@@ -334,6 +335,8 @@ def render_budget_tiers(
             (:data:`edgesched.experiment.budgets.BENCHMARK_BUDGETS`, requested env steps);
             such a board's row says which entries are trained at it, which are still to be
             retrained, and which are still improving there.
+        min_seeds: training seeds a longer run needs before the rule counts it (the
+            protocol's); a run with fewer is listed as incomplete and decides nothing.
     """
     longer, budgets = longer or {}, budgets or {}
     lines = [
@@ -363,7 +366,9 @@ def render_budget_tiers(
         "exploration), so its curve at a shorter run's budget is not that run's curve, and "
         "a curve still falls near its end, where its schedules end: runs at several "
         "budgets, compared paired, can show that more steps gain nothing where one curve's "
-        "last points cannot.",
+        "last points cannot. A longer run counts once it has the protocol's "
+        f"{min_seeds} training seeds; one with fewer is listed as incomplete and decides "
+        "nothing.",
         "",
         "| board | entries with a curve | still improving at their last step | longer budget "
         "(vs the board entry, paired) | without a curve | benchmark budget |",
@@ -387,14 +392,18 @@ def render_budget_tiers(
             paired = [
                 (v, red) for v, red in longer_budgets(r, longer.get(name, [])) if red is not None
             ]
+            for var, red in paired:
+                n = len(var.train_seeds)
+                seeds = f"{n} seeds" if n >= min_seeds else f"{n} of {min_seeds} seeds, incomplete"
+                studied.append(
+                    f"{who}: {var.curve.points[-1][0]:,} steps, {seeds}, "
+                    f"{reduction_text(red)}, curve there {var.curve.verdict}"
+                )
+            # a run short of the protocol's seeds is shown but decides nothing
+            paired = [(v, red) for v, red in paired if len(v.train_seeds) >= min_seeds]
             if not paired:
                 untested.append(who)
                 continue
-            for var, red in paired:
-                studied.append(
-                    f"{who}: {var.curve.points[-1][0]:,} steps, {len(var.train_seeds)} seeds, "
-                    f"{reduction_text(red)}, curve there {var.curve.verdict}"
-                )
             gaining = [var for var, red in paired if red.low > 0]
             if not gaining:
                 nothing.append(who)
