@@ -349,9 +349,9 @@ def _part_gpu_trace(path) -> str:
     return str(path)
 
 
-def test_part_gpu_trace_jobs_become_workers_that_share_a_gpu(tmp_path):
-    trace = _part_gpu_trace(tmp_path / "pods.csv")
-    kw = dict(
+def _part_gpu_options(trace: str) -> dict[str, Any]:
+    """Scenario options that replay ``_part_gpu_trace`` from its start (cifar10 jobs)."""
+    return dict(
         trace_path=trace,
         trace_format="alibaba",
         trace_window_start_hours=0.0,
@@ -359,6 +359,10 @@ def test_part_gpu_trace_jobs_become_workers_that_share_a_gpu(tmp_path):
         arrival_slots=10,
         models=(("cifar10", 1.0),),
     )
+
+
+def test_part_gpu_trace_jobs_become_workers_that_share_a_gpu(tmp_path):
+    kw = _part_gpu_options(_part_gpu_trace(tmp_path / "pods.csv"))
     caps, classes = ((8, 1, 64), (8, 1, 64)), ("v100", "v100")
     shared = _sim(caps, classes, trace_fractional_gpus=True, **kw)
     alone = _sim(caps, classes, trace_fractional_gpus=True, **kw)

@@ -11,7 +11,7 @@ import pickle
 
 import numpy as np
 import pytest
-from test_colocation import _part_gpu_trace, _sim
+from test_colocation import _part_gpu_options, _part_gpu_trace, _sim
 
 import edgesched
 from edgesched.envs.core import EdgeClusterSim
@@ -75,17 +75,8 @@ def test_a_stored_allocation_table_becomes_shares_and_resumes_identically(scenar
 
 
 def test_part_gpu_shares_are_read_back_exactly(tmp_path):
-    trace = _part_gpu_trace(tmp_path / "pods.csv")
-    kw = dict(
-        trace_path=trace,
-        trace_format="alibaba",
-        trace_window_start_hours=0.0,
-        arrival_rate=0.02,
-        arrival_slots=10,
-        models=(("cifar10", 1.0),),
-        trace_fractional_gpus=True,
-    )
-    sim = _sim(((8, 1, 64), (8, 1, 64)), ("v100", "v100"), **kw)
+    kw = _part_gpu_options(_part_gpu_trace(tmp_path / "pods.csv"))
+    sim = _sim(((8, 1, 64), (8, 1, 64)), ("v100", "v100"), trace_fractional_gpus=True, **kw)
     assert sim._gpu_shared and (sim.j_gpu_share[:2] == 0.5).all()  # the two half-GPU pods
     old = _restore(_as_stored_allocs(sim))
     assert old._gpu_shared
