@@ -709,7 +709,7 @@ def render_coverage(
         ExperimentConfig().total_env_steps,
         longer,
         budgets,
-        PROTOCOL_TRAIN_SEEDS,
+        min_seeds=PROTOCOL_TRAIN_SEEDS,
     )
     from .studies import render_learned_vs_heuristics
 

@@ -318,7 +318,8 @@ def render_budget_tiers(
     default_steps: int,
     longer: dict[str, list[Row]] | None = None,
     budgets: dict[str, int] | None = None,
-    min_seeds: int = 3,
+    *,
+    min_seeds: int,
 ) -> list[str]:
     """``coverage.md``'s budget-tier table: per board, is the default budget enough?
 
