@@ -471,6 +471,43 @@ def test_collect_copies_policies_and_sets_paths(tmp_path):
     assert parse_seeds(["10000..10002", "7,9"]) == [10000, 10001, 10002, 7, 9]
 
 
+def test_collect_merge_keeps_the_seeds_whose_run_folders_are_gone(tmp_path):
+    rows = [r for r in _fixture_rows() if r["algo"] == "mappo"]
+
+    def runs(name, subset):
+        for r in subset:
+            run = tmp_path / name / f"seed{r['train_seed']}"
+            run.mkdir(parents=True, exist_ok=True)
+            (run / "eval.json").write_text(json.dumps(r))
+            (run / "policy.pt").write_bytes(b"weights%d" % r["train_seed"])
+        return tmp_path / name
+
+    out = tmp_path / "study.jsonl"
+    kw = dict(policies=tmp_path / "pol", root=tmp_path)
+    collect([runs("first", rows[:1])], out, **kw)
+    # a later session has only seeds 1 and 2: without --merge seed 0 would be dropped
+    later = runs("later", rows[1:])
+    collect([later], out, merge=True, **kw)
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["train_seed"] for r in got] == [0, 1, 2]
+    assert got[0]["policy"] == "pol/edge10/mappo_seed0.pt"
+    # re-collecting a seed replaces its record rather than duplicating it
+    lines: list[str] = []
+    collect([later], out, merge=True, log=lines.append, **kw)
+    assert len(out.read_text().splitlines()) == 3
+    assert sum("replaced by the run's record" in line for line in lines) == 2
+    collect([later], out, **kw)  # the default writes the runs' records only
+    assert [json.loads(line)["train_seed"] for line in out.read_text().splitlines()] == [1, 2]
+    # a merged seed must share the entry's budget
+    collect([runs("first", rows[:1])], out, merge=True, **kw)
+    longer = copy.deepcopy(rows[1])
+    longer["train_seed"] = 7
+    longer["train"] = {"env_steps": 2_000_000, "updates": 999}
+    with pytest.raises(RecordError, match="share the budget"):
+        collect([runs("other", [longer])], out, merge=True, **kw)
+    assert len(out.read_text().splitlines()) == 3  # nothing written on failure
+
+
 def test_readme_shows_the_generated_edge50_table():
     from edgesched.leaderboard.build import README_END, README_START, table_lines
 

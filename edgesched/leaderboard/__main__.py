@@ -168,7 +168,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
     _require("omegaconf")
     from .collect import collect
 
-    rows = collect(args.runs, args.out, policies=args.policies, root=args.root, log=_log)
+    rows = collect(
+        args.runs, args.out, policies=args.policies, root=args.root, merge=args.merge, log=_log
+    )
     _log(f"wrote {len(rows)} records to {args.out}")
     return 0
 
@@ -296,6 +298,12 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--out", required=True, help="results file (.jsonl) to write")
     c.add_argument("--policies", default="leaderboards/policies", help="where policies go")
     c.add_argument("--root", default=".", help="repository root (policy paths relative to it)")
+    c.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the records --out already holds (a run of the same entry and seed replaces "
+        "its record): for a study trained seed by seed whose earlier run folders are gone",
+    )
     c.set_defaults(func=cmd_collect)
 
     e = sub.add_parser("baselines", help="evaluate the registered baselines, write records")

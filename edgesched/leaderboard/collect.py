@@ -10,7 +10,7 @@ from typing import Any
 
 from edgesched.experiment.io import atomic_write_bytes, write_jsonl
 
-from .records import Record, RecordError, check_record, group_tables, load_runs
+from .records import Record, RecordError, check_record, group_tables, load_results, load_runs
 
 
 def _sort_key(d: dict[str, Any]) -> tuple:
@@ -31,6 +31,7 @@ def collect(
     *,
     policies: str | Path = "leaderboards/policies",
     root: str | Path = ".",
+    merge: bool = False,
     log: Any = None,
 ) -> list[dict[str, Any]]:
     """Copy the ``eval.json`` records of finished runs into one JSON-lines results file.
@@ -39,8 +40,24 @@ def collect(
     ``policy`` field set to that path relative to ``root`` (the repository), so that
     ``validate`` can re-run the entry from the repository alone.
 
+    Args:
+        runs: run or sweep directories; every ``eval.json`` under them is a record.
+        out: the results file (.jsonl) to write.
+        policies: where learned runs' policies are copied.
+        root: the repository root; policy paths are stored relative to it.
+        merge: keep the records ``out`` already holds and add the runs' records to them; a
+            run with the same (scenario, algo, shield, train_seed) as a kept record replaces
+            it. A study trained seed by seed across machines or sessions needs this: the
+            run directories of its earlier seeds may be gone, while their records and
+            policies are committed. Without it, ``out`` holds the runs' records only.
+        log: optional callable for progress lines.
+
     Returns:
         The records written to ``out``.
+
+    Raises:
+        RecordError: no finished run, a malformed record, or records that do not form
+            coherent tables (for example a merged seed trained with another budget).
     """
     records = load_runs(runs)
     if not records:
@@ -48,6 +65,17 @@ def collect(
     for rec in records:
         check_record(rec)
     group_tables(records)  # duplicates, mixed versions/overrides
+    kept: list[Record] = []
+    if merge and Path(out).is_file():
+        new = {_identity(r) for r in records}
+        for rec in load_results([out]):
+            if _identity(rec) in new:
+                if log is not None:
+                    log(f"{rec.where} {rec.label}: replaced by the run's record")
+                continue
+            check_record(rec)
+            kept.append(rec)
+        group_tables(kept + records)  # the merged file must still form coherent tables
     root, policies = Path(root).resolve(), Path(policies)
     for rec in records:
         if not rec.learned:
@@ -65,9 +93,14 @@ def collect(
         )
         if log is not None:
             log(f"{rec.where} -> {rec.data['policy']}")
-    rows = sorted((r.data for r in records), key=_sort_key)
+    rows = sorted((r.data for r in kept + records), key=_sort_key)
     write_jsonl(out, rows)
     return rows
+
+
+def _identity(rec: Record) -> tuple:
+    d = rec.data
+    return (rec.scenario_name, d["algo"], d["shield"], d["train_seed"])
 
 
 def parse_seeds(items: Iterable[str]) -> list[int]:
