@@ -103,6 +103,18 @@ def test_view_arrays_refuse_writes(busy: EdgeClusterSim, name: str) -> None:
         a[...] = 0
 
 
+@pytest.mark.parametrize("name", READONLY_ARRAYS)
+def test_view_attributes_cannot_be_rebound_and_are_documented(
+    busy: EdgeClusterSim, name: str
+) -> None:
+    view = ClusterView(busy)
+    before = getattr(view, name).copy()
+    with pytest.raises(AttributeError):
+        setattr(view, name, np.zeros_like(before))
+    np.testing.assert_array_equal(getattr(view, name), before)
+    assert "read-only" in (getattr(ClusterView, name).__doc__ or "")
+
+
 def test_fresh_arrays_and_pairs_do_not_reach_the_simulator(busy: EdgeClusterSim) -> None:
     view = ClusterView(busy)
     used, free0 = busy.used.copy(), view.free.copy()

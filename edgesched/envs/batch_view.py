@@ -72,7 +72,7 @@ class SharedStatics:
 
     @property
     def neighbors(self) -> np.ndarray:
-        """(N, K+1) placement targets of each agent, itself first, -1 where absent."""
+        """(N, K+1) placement targets of each agent, itself first, -1 where absent; read-only."""
         return _readonly(self._sim.cluster.neighbors)
 
     @property

@@ -17,7 +17,7 @@ both live in :mod:`edgesched.envs.obs_layout` and are re-exported here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn, overload
 
 import numpy as np
 
@@ -27,6 +27,33 @@ from .obs_layout import LINK_FEATURES, CentralObsLayout, ObsLayout
 from .placement import CAPACITY_EPS, colliding_nodes
 
 __all__ = ["LINK_FEATURES", "CentralObsLayout", "ClusterView", "ObsLayout"]
+
+
+class _PerJob:
+    """Read-only property of :class:`ClusterView`: the copy's rows of one per-job array.
+
+    Most of the view's per-job properties are this one read (a read-only view of the
+    simulator array ``attr`` over the copy's jobs); one descriptor keeps each a line with its
+    docstring, rather than the same five-line property a dozen times.
+    """
+
+    def __init__(self, attr: str, doc: str) -> None:
+        self.attr, self.__doc__ = attr, doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = f"{owner.__name__}.{name}"
+
+    @overload
+    def __get__(self, view: None, owner: type | None = None) -> _PerJob: ...
+    @overload
+    def __get__(self, view: ClusterView, owner: type | None = None) -> np.ndarray: ...
+    def __get__(self, view: ClusterView | None, owner: type | None = None) -> Any:
+        if view is None:
+            return self
+        return _readonly(getattr(view._sim, self.attr)[view._js()])
+
+    def __set__(self, view: ClusterView, value: Any) -> NoReturn:
+        raise AttributeError(f"{self.name} is read-only")
 
 
 class ClusterView(SharedStatics):
@@ -230,25 +257,37 @@ class ClusterView(SharedStatics):
         return self._sim._resized_levels(np.asarray(jobs, dtype=np.int64) + self._j0(), delta)
 
     @property
-    def alloc_allowed(self) -> np.ndarray:
-        """(J, L) whether each job may take each allocation level, read-only."""
-        return _readonly(self._sim.j_alloc_ok[self._js()])
-
-    @property
     def alloc_table(self) -> np.ndarray:
         """(J, L, 3) allocation of every job at every level, read-only."""
         js = self._js()
         return _readonly(self._sim.alloc_of(np.arange(js.start, js.stop)))
 
-    @property
-    def job_arrival(self) -> np.ndarray:
-        """(J,) arrival slot of each job (ids are in arrival order), read-only."""
-        return _readonly(self._sim.j_arrival[self._js()])
-
-    @property
-    def job_priority(self) -> np.ndarray:
-        """(J,) priority class of each job (0 first), read-only."""
-        return _readonly(self._sim.j_prio[self._js()])
+    # per-job arrays: (J, ...) rows of the copy's jobs, read-only views
+    alloc_allowed = _PerJob(
+        "j_alloc_ok", "(J, L) whether each job may take each allocation level, read-only."
+    )
+    job_arrival = _PerJob(
+        "j_arrival", "(J,) arrival slot of each job (ids are in arrival order), read-only."
+    )
+    job_priority = _PerJob("j_prio", "(J,) priority class of each job (0 first), read-only.")
+    job_model = _PerJob("j_model", "(J,) model (catalog index) of each job, read-only.")
+    job_workers = _PerJob("j_workers", "(J,) workers (gang size) of each job, read-only.")
+    job_x90 = _PerJob("j_x90", "(J,) samples to 90% quality of each job (its size), read-only.")
+    job_max_samples = _PerJob(
+        "j_max_samples", "(J,) sample budget of each job (its epoch limit), read-only."
+    )
+    job_status = _PerJob(
+        "status", "(J,) status code of each job (``NOT_ARRIVED .. DONE``), read-only."
+    )
+    job_quality = _PerJob("quality", "(J,) normalized model quality of each job, read-only.")
+    job_progress = _PerJob(
+        "progress", "(J,) training progress of each job (samples; TapFinger: fraction), read-only."
+    )
+    job_start_slot = _PerJob(
+        "start_slot", "(J,) slot each job started running (-1: not yet), read-only."
+    )
+    worker_alloc = _PerJob("w_alloc", "(J, W, 3) allocation of each job's workers, read-only.")
+    worker_levels = _PerJob("w_level", "(J, W) allocation level of each job's workers, read-only.")
 
     @property
     def job_home(self) -> np.ndarray:
@@ -258,31 +297,6 @@ class ClusterView(SharedStatics):
     def queue_key(self, jobs: np.ndarray) -> np.ndarray:
         """Sort key of ``jobs`` in the queues' static order (priority class, then arrival)."""
         return self._sim.j_key_of(np.asarray(jobs, dtype=np.int64) + self._j0())
-
-    @property
-    def job_model(self) -> np.ndarray:
-        """(J,) model (catalog index) of each job, read-only."""
-        return _readonly(self._sim.j_model[self._js()])
-
-    @property
-    def job_workers(self) -> np.ndarray:
-        """(J,) workers (gang size) of each job, read-only."""
-        return _readonly(self._sim.j_workers[self._js()])
-
-    @property
-    def job_x90(self) -> np.ndarray:
-        """(J,) samples to 90% quality of each job (its size), read-only."""
-        return _readonly(self._sim.j_x90[self._js()])
-
-    @property
-    def job_max_samples(self) -> np.ndarray:
-        """(J,) sample budget of each job (its epoch limit), read-only."""
-        return _readonly(self._sim.j_max_samples[self._js()])
-
-    @property
-    def job_status(self) -> np.ndarray:
-        """(J,) status code of each job (``NOT_ARRIVED .. DONE``), read-only."""
-        return _readonly(self._sim.status[self._js()])
 
     @property
     def queued(self) -> np.ndarray:
@@ -298,34 +312,9 @@ class ClusterView(SharedStatics):
         return self._local(running, self._j0())
 
     @property
-    def job_quality(self) -> np.ndarray:
-        """(J,) normalized model quality of each job, read-only."""
-        return _readonly(self._sim.quality[self._js()])
-
-    @property
-    def job_progress(self) -> np.ndarray:
-        """(J,) training progress of each job (samples; TapFinger: fraction), read-only."""
-        return _readonly(self._sim.progress[self._js()])
-
-    @property
-    def job_start_slot(self) -> np.ndarray:
-        """(J,) slot each job started running (-1: not yet), read-only."""
-        return _readonly(self._sim.start_slot[self._js()])
-
-    @property
     def worker_nodes(self) -> np.ndarray:
         """(J, W) node of each job's workers (-1: not placed or no such worker), read-only."""
         return self._local(self._sim.w_node[self._js()], self._ag().start)
-
-    @property
-    def worker_alloc(self) -> np.ndarray:
-        """(J, W, 3) allocation of each job's workers, read-only."""
-        return _readonly(self._sim.w_alloc[self._js()])
-
-    @property
-    def worker_levels(self) -> np.ndarray:
-        """(J, W) allocation level of each job's workers, read-only."""
-        return _readonly(self._sim.w_level[self._js()])
 
     def episode_key(self) -> tuple[int, int]:
         """A key of the current episode: it changes at every reset.
