@@ -67,9 +67,9 @@ def collect(
     group_tables(records)  # duplicates, mixed versions/overrides
     kept: list[Record] = []
     if merge and Path(out).is_file():
-        new = {_identity(r) for r in records}
+        new = {r.run_key for r in records}
         for rec in load_results([out]):
-            if _identity(rec) in new:
+            if rec.run_key in new:
                 if log is not None:
                     log(f"{rec.where} {rec.label}: replaced by the run's record")
                 continue
@@ -96,11 +96,6 @@ def collect(
     rows = sorted((r.data for r in kept + records), key=_sort_key)
     write_jsonl(out, rows)
     return rows
-
-
-def _identity(rec: Record) -> tuple:
-    d = rec.data
-    return (rec.scenario_name, d["algo"], d["shield"], d["train_seed"])
 
 
 def parse_seeds(items: Iterable[str]) -> list[int]:

@@ -103,6 +103,12 @@ class Record:
         """Scenario name without its version (``edge50`` for ``edge50-v0``)."""
         return split_scenario_id(self.data["scenario"])[0]
 
+    @property
+    def run_key(self) -> tuple[str, str, str, int | None]:
+        """``(scenario name, algo, shield, train_seed)``: one run; a table holds it once."""
+        d = self.data
+        return (self.scenario_name, d["algo"], d["shield"], d["train_seed"])
+
     def error(self, message: str) -> RecordError:
         """A :class:`RecordError` naming this record's file, line and identity."""
         return RecordError(f"{self.where}: record {self.label}: {message}")
@@ -337,8 +343,7 @@ def group_tables(records: list[Record], *, superseded: bool = False) -> dict[str
             raise RecordError(f"table {name!r} mixes env_overrides: {listing}")
         seen: dict[tuple, Record] = {}
         for rec in recs:
-            d = rec.data
-            key = (d["algo"], d["shield"], d["train_seed"])
+            key = rec.run_key
             if key in seen:
                 raise rec.error(f"duplicate entry: the same run is also in {seen[key].where}")
             seen[key] = rec
