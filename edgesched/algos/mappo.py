@@ -160,6 +160,15 @@ class PPOTrainer:
         self.gen = torch.Generator().manual_seed(seed)
         self.updates = 0
 
+    def seed_sampling(self, seed: int) -> None:
+        """Restart the action draws from ``seed``.
+
+        The boards evaluate these learners greedily; this lets a study evaluate the sampled
+        policy reproducibly instead (``benchmarks/eval_mode.py``), each episode's draws
+        starting from its workload seed as TapFinger's do.
+        """
+        self.gen.manual_seed(int(seed))
+
     # ------------------------------------------------------------------ acting
     @torch.no_grad()
     def act(
