@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     ]
     rep.print("| " + " | ".join(head) + " |")
     rep.print("|" + "---|" * len(head))
-    for path in args.results:
+    for i, path in enumerate(args.results):
         recs = sorted(load_records([path]), key=lambda r: r.data["train_seed"])
         if not recs:
             raise ValueError(f"--results {path!r}: no records")
@@ -124,6 +124,12 @@ def main(argv: list[str] | None = None) -> None:
             f"{_ci(stratified_bootstrap(list(g.T)))} | "
             f"{_ci(stratified_bootstrap(list(s.T)))} | {reduction_text(red)} | {per} |"
         )
+        if i + 1 < len(args.results):
+            # a file takes minutes (every record twice over all held-out seeds): save the
+            # rows so far, marked as such, so a stopped run keeps what it measured
+            rep.lines.append(f"Incomplete: {i + 1} of {len(args.results)} results files.")
+            rep.save()
+            rep.lines.pop()
     rep.print(f"Took {time.perf_counter() - t0:.0f} s.")
     rep.save()
 

@@ -91,3 +91,17 @@ def test_the_table_has_one_row_per_results_file(em, tmp_path, capsys):
     assert "| mappo (none) |" in rows[0] and "| 2 |" in rows[0]
     assert "s0 " in rows[0] and "s1 " in rows[0]
     assert ("lower [" in rows[0]) or ("higher [" in rows[0])
+
+
+def test_a_stopped_run_keeps_the_rows_it_finished(em, tmp_path):
+    good = tmp_path / "mappo.jsonl"
+    good.write_text(json.dumps(_record("edge10_learned.jsonl", "mappo", "none", 0).data) + "\n")
+    bad = tmp_path / "dqn.jsonl"
+    dqn = _record("edge10_dqn_central.jsonl", "dqn_central", "none", 0)
+    bad.write_text(json.dumps(dqn.data) + "\n")
+    argv = ["--results", str(good), str(bad), "--root", str(ROOT), "--out", str(tmp_path)]
+    with pytest.raises(ValueError, match="own_view"):
+        em.main([*argv, "--name", "t"])
+    text = (tmp_path / "t.md").read_text()
+    assert "| mappo (none) |" in text
+    assert "Incomplete: 1 of 2 results files." in text and "Took" not in text
