@@ -127,9 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         if i + 1 < len(args.results):
             # a file takes minutes (every record twice over all held-out seeds): save the
             # rows so far, marked as such, so a stopped run keeps what it measured
-            rep.lines.append(f"Incomplete: {i + 1} of {len(args.results)} results files.")
-            rep.save()
-            rep.lines.pop()
+            rep.save(trailer=f"Incomplete: {i + 1} of {len(args.results)} results files.")
     rep.print(f"Took {time.perf_counter() - t0:.0f} s.")
     rep.save()
 
