@@ -13,11 +13,13 @@ record's own held-out seeds and episodes, behind the record's shield:
 
 The mode the boards use for the entry must reproduce its record (checked per record).
 
-Per entry (one results file's algorithm), the mean JCT of each mode over the training seeds
-with a 95% stratified bootstrap CI (training seeds resampled within each evaluation seed, as
-the boards aggregate), the sampled mode's mean relative to the greedy one's, paired over the
-evaluation seeds, and each training seed's pair of means. Learners that evaluate themselves
-(``dqn_central``, ``rlpto``) have no shared-view policy and are refused. Usage::
+Per entry (a results file's records of one scenario, algorithm and shield; a file may hold
+several entries, as ``edge10_learned.jsonl`` does), the mean JCT of each mode over the
+training seeds with a 95% stratified bootstrap CI (training seeds resampled within each
+evaluation seed, as the boards aggregate), the sampled mode's mean relative to the greedy
+one's, paired over the evaluation seeds, and each training seed's pair of means. Learners
+that evaluate themselves (``dqn_central``, ``rlpto``) have no shared-view policy and are
+refused. Usage::
 
     python benchmarks/eval_mode.py --results \
         leaderboards/studies/budget/tapfinger-hetero6_mappo-team-b2400k.jsonl \
@@ -76,6 +78,32 @@ def evaluate_both(rec: Record, root: Path) -> tuple[np.ndarray, np.ndarray]:
     return out[0], out[1]
 
 
+def entries(paths: list[str]) -> list[list[Record]]:
+    """The learned records of ``paths``, one list per entry, in file order.
+
+    An entry is a scenario, algorithm and shield; its records are sorted by training seed.
+
+    Raises:
+        ValueError: a file holds no learned record, or two files hold the same entry (its
+            training seeds would be pooled from runs that may differ).
+    """
+    out: dict[tuple, list[Record]] = {}
+    origin: dict[tuple, str] = {}
+    for path in paths:
+        recs = [r for r in load_records([path]) if r.learned]
+        if not recs:
+            raise ValueError(f"--results {path!r}: no learned records")
+        for r in recs:
+            key = r.run_key[:3]
+            if origin.setdefault(key, path) != path:
+                raise ValueError(
+                    f"--results: entry {key} is in both {origin[key]!r} and {path!r}; "
+                    "give each entry's records in one file"
+                )
+            out.setdefault(key, []).append(r)
+    return [sorted(v, key=lambda r: r.data["train_seed"]) for v in out.values()]
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", nargs="+", required=True, help="results files (JSON lines)")
@@ -104,10 +132,8 @@ def main(argv: list[str] | None = None) -> None:
     ]
     rep.print("| " + " | ".join(head) + " |")
     rep.print("|" + "---|" * len(head))
-    for i, path in enumerate(args.results):
-        recs = sorted(load_records([path]), key=lambda r: r.data["train_seed"])
-        if not recs:
-            raise ValueError(f"--results {path!r}: no records")
+    groups = entries(args.results)
+    for i, recs in enumerate(groups):
         pairs = [evaluate_both(r, Path(args.root)) for r in recs]
         g = np.stack([a for a, _ in pairs])  # (training seeds, evaluation seeds)
         s = np.stack([b for _, b in pairs])
@@ -124,10 +150,10 @@ def main(argv: list[str] | None = None) -> None:
             f"{_ci(stratified_bootstrap(list(g.T)))} | "
             f"{_ci(stratified_bootstrap(list(s.T)))} | {reduction_text(red)} | {per} |"
         )
-        if i + 1 < len(args.results):
-            # a file takes minutes (every record twice over all held-out seeds): save the
+        if i + 1 < len(groups):
+            # an entry takes minutes (every record twice over all held-out seeds): save the
             # rows so far, marked as such, so a stopped run keeps what it measured
-            rep.save(trailer=f"Incomplete: {i + 1} of {len(args.results)} results files.")
+            rep.save(trailer=f"Incomplete: {i + 1} of {len(groups)} entries.")
     rep.print(f"Took {time.perf_counter() - t0:.0f} s.")
     rep.save()
 

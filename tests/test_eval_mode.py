@@ -80,17 +80,29 @@ def test_seed_sampling_restarts_a_ppo_learners_draws():
     assert not np.array_equal(a, b)  # the draws go on between restarts
 
 
-def test_the_table_has_one_row_per_results_file(em, tmp_path, capsys):
-    recs = [_record("edge10_learned.jsonl", "mappo", "none", s, n_seeds=2) for s in (0, 1)]
-    f = tmp_path / "mappo.jsonl"
+def test_the_table_has_one_row_per_entry_of_a_mixed_file(em, tmp_path):
+    recs = [_record("edge10_learned.jsonl", "mappo", "none", s, n_seeds=2) for s in (1, 0)]
+    recs.append(_record("edge10_learned.jsonl", "ippo", "none", 0))
+    f = tmp_path / "learned.jsonl"
     f.write_text("".join(json.dumps(r.data) + "\n" for r in recs))
     em.main(["--results", str(f), "--root", str(ROOT), "--out", str(tmp_path), "--name", "t"])
     text = (tmp_path / "t.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| edge10")]
-    assert len(rows) == 1
+    assert len(rows) == 2
     assert "| mappo (none) |" in rows[0] and "| 2 |" in rows[0]
-    assert "s0 " in rows[0] and "s1 " in rows[0]
+    assert rows[0].index("s0 ") < rows[0].index("s1 ")  # sorted by training seed
     assert ("lower [" in rows[0]) or ("higher [" in rows[0])
+    assert "| ippo (none) |" in rows[1] and "| 1 |" in rows[1]
+
+
+def test_an_entry_split_over_two_files_is_refused(em, tmp_path):
+    files = []
+    for s in (0, 1):
+        f = tmp_path / f"mappo{s}.jsonl"
+        f.write_text(json.dumps(_record("edge10_learned.jsonl", "mappo", "none", s).data) + "\n")
+        files.append(str(f))
+    with pytest.raises(ValueError, match="is in both"):
+        em.entries(files)
 
 
 def test_a_stopped_run_keeps_the_rows_it_finished(em, tmp_path):
@@ -104,4 +116,4 @@ def test_a_stopped_run_keeps_the_rows_it_finished(em, tmp_path):
         em.main([*argv, "--name", "t"])
     text = (tmp_path / "t.md").read_text()
     assert "| mappo (none) |" in text
-    assert "Incomplete: 1 of 2 results files." in text and "Took" not in text
+    assert "Incomplete: 1 of 2 entries." in text and "Took" not in text
