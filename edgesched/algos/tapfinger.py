@@ -305,7 +305,10 @@ class TapFingerTrainer:
     single most likely allocation is not representative of the distribution PPO trained: a
     tapfinger-hetero6 actor whose sampled policy reaches a mean JCT of 12.5 and 13.5 slots on
     two held-out seeds scores 38.2 and 34.9 greedily. Draws are seeded by the evaluation
-    episode's workload seed (:meth:`seed_sampling`), so records reproduce exactly."""
+    episode's workload seed (:meth:`seed_sampling`), so records reproduce exactly. On the edge
+    boards the greedy form is not worse everywhere (better on edge100 and edge50-highload;
+    ``benchmarks/eval_mode.py``, docs/algorithms.md): one mode for every board, fixed before
+    those measurements."""
 
     def __init__(self, cfg: Any, spec: EnvSpec, seed: int) -> None:
         self.cfg = cfg
