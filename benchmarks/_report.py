@@ -39,7 +39,7 @@ class Report:
 
         Args:
             trailer: a last line written after the kept lines but not kept, for a file saved
-                before the benchmark ends (for example "Incomplete: 1 of 3 files.").
+                before the benchmark ends (for example "Incomplete: 1 of 3 entries.").
         """
         if not self.out:
             return
