@@ -87,10 +87,13 @@ def main() -> None:
         else []
     )
     rules_done: set[str] = set()
+    found = 0
     for ev in evals:
         record = json.loads(ev.read_text())
-        if record["algo"] != "rlpto":
+        # a variant run (algo.variant=<label>) is recorded as rlpto-<label>
+        if record["algo"] != "rlpto" and not record["algo"].startswith("rlpto-"):
             continue
+        found += 1
         policy, env_name, overrides = load_policy(str(ev.parent / "policy.pt"), record["scenario"])
         d = controller_diagnostics(policy, env_name, overrides, record["eval_seeds"][: args.seeds])
         label = f"{ev.relative_to(root).parts[0]} seed {record['train_seed']}"
@@ -114,6 +117,11 @@ def main() -> None:
                 r = evaluate_rule(fresh, rule, env_name, overrides, seeds)
                 name = f"rule {rule} ({record['scenario']})"
                 report.print(f"{name:<28}{'':>74}{r['jct_mean']:>8.2f}{r['rlpto_reward']:>9.1f}")
+    if args.runs and not found:
+        raise SystemExit(
+            f"--runs {root.as_posix()}: no finished RLPTO run under it (a folder with "
+            "policy.pt and an eval.json whose algo is rlpto or rlpto-<variant>); nothing written"
+        )
     for name in args.signal:
         spec = resolve_scenario(name).spec
         for credit in ("team", "job"):

@@ -20,8 +20,9 @@ def rc():
     return import_benchmark("rlpto_controller")
 
 
-def _train(folder, algo: str, seed: int) -> dict:
+def _train(folder, algo: str, seed: int, variant: str = "") -> dict:
     cfg = make_cfg(folder, algo=algo, env="edge10", seed=seed)
+    cfg.algo.variant = variant
     cfg.env.overrides = {"max_slots": 20, "max_steps": 200}
     run(cfg)
     return json.loads((folder / "eval.json").read_text())
@@ -48,3 +49,25 @@ def test_rows_per_run_and_rules_once_per_scenario(rc, tmp_path, monkeypatch, cap
     assert len(rules) == 3 and all("(edge10-v" in x for x in rules)  # one scenario: once
     assert not any(x.startswith("other") for x in lines)
     assert "variant seed 1" in (tmp_path / "rlpto_controller.md").read_text()
+
+
+def test_variant_runs_count_and_no_run_is_refused(rc, tmp_path, monkeypatch, capsys):
+    root = tmp_path / "runs"
+    rec = _train(root / "b2400k" / "seed0", "rlpto", 0, variant="b2400k")
+    assert rec["algo"] == "rlpto-b2400k"
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["rlpto_controller.py", "--runs", str(root), "--seeds", "1", "--out", str(tmp_path)],
+    )
+    rc.main()
+    assert any(x.startswith("b2400k seed 0") for x in capsys.readouterr().out.splitlines())
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = tmp_path / "none"
+    monkeypatch.setattr(
+        sys, "argv", ["rlpto_controller.py", "--runs", str(empty), "--out", str(out)]
+    )
+    with pytest.raises(SystemExit, match="no finished RLPTO run"):
+        rc.main()
+    assert not (out / "rlpto_controller.md").exists()
