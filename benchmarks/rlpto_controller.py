@@ -4,12 +4,17 @@ For every finished RLPTO run under ``--runs`` (folders with ``policy.pt`` and ``
 the controller is rolled out greedily on the first ``--seeds`` held-out seeds of its record
 (:func:`edgesched.algos.rlpto.diagnostics.controller_diagnostics`) and the run's held-out
 figures are read from its record. One row per run, labelled by the first folder below
-``--runs`` (a variant) and the training seed::
+``--runs`` (a variant) and the training seed. ``--results`` reads committed records instead
+(a board's or a study's ``.jsonl``), each rolled out from the policy its record names, so a
+board entry can be analysed without its run folders; those rows are labelled
+``<algo>_<shield>``::
 
     python train.py algo=rlpto env=edge10 seed=S output_dir=outputs/rlptostudy/<variant> ...
     python benchmarks/rlpto_controller.py --runs outputs/rlptostudy --out benchmarks/results
     python benchmarks/rlpto_controller.py --runs outputs/hl/runs/edge50-highload \
         --out benchmarks/results --name rlpto_controller_edge50-highload   # a board's runs
+    python benchmarks/rlpto_controller.py \
+        --results leaderboards/results/edge50-highload_rlpto.jsonl --out benchmarks/results
 
 Columns: ``dec/call`` the share of controller calls that were decisions (two or more
 feasible actions); ``grow`` / ``keep`` / ``shrink`` the greedy choice on decisions;
@@ -50,6 +55,12 @@ from edgesched.experiment.evaluation import load_policy
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", default="", help="folder holding RLPTO run folders")
+    parser.add_argument(
+        "--results",
+        nargs="+",
+        default=[],
+        help="committed records (.jsonl) of RLPTO entries, rolled out from the policies they name",
+    )
     parser.add_argument("--seeds", type=int, default=2, help="held-out seeds rolled out per run")
     parser.add_argument(
         "--rules",
@@ -76,27 +87,41 @@ def main() -> None:
     args = parser.parse_args()
     root = Path(args.runs)
     report = Report(args.name, args.out)
-    report.print(f"machine: {cpu_name()}; runs under {root.as_posix()}")
+    sources = [f"runs under {root.as_posix()}"] if args.runs else []
+    sources += [f"records in {f}" for f in args.results]
+    report.print(f"machine: {cpu_name()}; {', '.join(sources) or 'no trained controllers'}")
     report.print(
         f"{'run':<28}{'dec/call':>9}{'grow':>7}{'keep':>7}{'shrink':>8}{'always-grow':>13}"
         f"{'H':>7}{'fc':>7}{'queue':>7}{'JCT':>8}{'reward':>9}"
     )
-    evals = (
-        sorted(p for p in root.rglob("eval.json") if (p.parent / "policy.pt").exists())
-        if args.runs
-        else []
-    )
+    # (source, record, its policy file, row label): run folders first, then committed records
+    controllers: list[tuple[str, dict, str, str]] = []
+    if args.runs:
+        for ev in sorted(p for p in root.rglob("eval.json") if (p.parent / "policy.pt").exists()):
+            record = json.loads(ev.read_text())
+            folder = ev.relative_to(root).parts[0]
+            controllers.append(("runs", record, str(ev.parent / "policy.pt"), folder))
+    for file in args.results:
+        for line in Path(file).read_text().splitlines():
+            if line.strip():
+                record = json.loads(line)
+                label = f"{record['algo']}_{record['shield']}"
+                controllers.append(("results", record, record.get("policy") or "", label))
     rules_done: set[str] = set()
-    found = 0
-    for ev in evals:
-        record = json.loads(ev.read_text())
+    found = {"runs": 0, "results": 0}
+    for source, record, policy_file, folder in controllers:
         # a variant run (algo.variant=<label>) is recorded as rlpto-<label>
         if record["algo"] != "rlpto" and not record["algo"].startswith("rlpto-"):
             continue
-        found += 1
-        policy, env_name, overrides = load_policy(str(ev.parent / "policy.pt"), record["scenario"])
+        if not policy_file or not Path(policy_file).exists():
+            raise SystemExit(
+                f"--results: the record of {record['algo']} seed {record['train_seed']} names "
+                f"policy {policy_file!r}, which is not there (run from the repository root)"
+            )
+        found[source] += 1
+        policy, env_name, overrides = load_policy(policy_file, record["scenario"])
         d = controller_diagnostics(policy, env_name, overrides, record["eval_seeds"][: args.seeds])
-        label = f"{ev.relative_to(root).parts[0]} seed {record['train_seed']}"
+        label = f"{folder} seed {record['train_seed']}"
         s = record["summary"]
         report.print(
             f"{label:<28}{d['decisions'] / max(d['calls'], 1):>9.3f}{d['grow']:>7.2f}"
@@ -117,10 +142,15 @@ def main() -> None:
                 r = evaluate_rule(fresh, rule, env_name, overrides, seeds)
                 name = f"rule {rule} ({record['scenario']})"
                 report.print(f"{name:<28}{'':>74}{r['jct_mean']:>8.2f}{r['rlpto_reward']:>9.1f}")
-    if args.runs and not found:
+    if args.runs and not found["runs"]:
         raise SystemExit(
             f"--runs {root.as_posix()}: no finished RLPTO run under it (a folder with "
             "policy.pt and an eval.json whose algo is rlpto or rlpto-<variant>); nothing written"
+        )
+    if args.results and not found["results"]:
+        raise SystemExit(
+            f"--results {' '.join(args.results)}: no record of rlpto or rlpto-<variant> in "
+            "them; nothing written"
         )
     for name in args.signal:
         spec = resolve_scenario(name).spec

@@ -71,3 +71,33 @@ def test_variant_runs_count_and_no_run_is_refused(rc, tmp_path, monkeypatch, cap
     with pytest.raises(SystemExit, match="no finished RLPTO run"):
         rc.main()
     assert not (out / "rlpto_controller.md").exists()
+
+
+def test_committed_records_are_rolled_out_from_the_policies_they_name(
+    rc, tmp_path, monkeypatch, capsys
+):
+    folder = tmp_path / "run" / "seed3"
+    rec = _train(folder, "rlpto", 3)
+    # as `leaderboard collect` writes it: the record names its policy file
+    results = tmp_path / "edge10_rlpto.jsonl"
+    other = {**rec, "algo": "mappo", "policy": "elsewhere.pt"}  # not RLPTO: skipped, unread
+    lines = [{**rec, "policy": str(folder / "policy.pt")}, other]
+    results.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    argv = ["rlpto_controller.py", "--results", str(results), "--seeds", "1"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path)])
+    rc.main()
+    out = capsys.readouterr().out.splitlines()
+    rows = [x for x in out if x.startswith("rlpto_none seed 3")]
+    assert len(rows) == 1
+    assert float(rows[0].split()[-2]) == pytest.approx(rec["summary"]["jct_mean"], abs=0.006)
+    assert any(x.startswith("machine:") and f"records in {results}" in x for x in out)
+    # a record whose policy file is missing is refused before anything is written
+    results.write_text(json.dumps({**rec, "policy": str(tmp_path / "gone.pt")}) + "\n")
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path / "missing")])
+    with pytest.raises(SystemExit, match=r"gone\.pt"):
+        rc.main()
+    assert not (tmp_path / "missing" / "rlpto_controller.md").exists()
+    results.write_text(json.dumps(other) + "\n")  # no RLPTO record at all
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path / "none")])
+    with pytest.raises(SystemExit, match="no record of rlpto"):
+        rc.main()
