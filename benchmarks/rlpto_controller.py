@@ -50,6 +50,7 @@ from edgesched.algos.rlpto.diagnostics import (
 )
 from edgesched.envs.handle import resolve_scenario
 from edgesched.experiment.evaluation import load_policy
+from edgesched.leaderboard.records import load_results
 
 
 def main() -> None:
@@ -101,12 +102,9 @@ def main() -> None:
             record = json.loads(ev.read_text())
             folder = ev.relative_to(root).parts[0]
             controllers.append(("runs", record, str(ev.parent / "policy.pt"), folder))
-    for file in args.results:
-        for line in Path(file).read_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                label = f"{record['algo']}_{record['shield']}"
-                controllers.append(("results", record, record.get("policy") or "", label))
+    for rec in load_results(args.results):
+        label = f"{rec.data['algo']}_{rec.data['shield']}"
+        controllers.append(("results", rec.data, rec.data.get("policy") or "", label))
     rules_done: set[str] = set()
     found = {"runs": 0, "results": 0}
     for source, record, policy_file, folder in controllers:
