@@ -12,6 +12,12 @@ With ``--train`` it compares training instead: each round is a short run of
 thread) with the tree's package and ``conf/algo`` settings, and reports env-steps/s of the
 training loop (collection and learning together).
 
+With ``--train`` and ``--whole-run`` each round runs the default job of each tree end to
+end instead, ``python train.py algo=<algo> env=<scenario>`` (its default budget, held-out
+evaluation and files; one torch thread, the default), the two trees' runs at the same
+time, one per core (a 2-core machine otherwise idle: both see the same machine for the
+same minutes), and reports each run's wall time from start to exit and old / new.
+
 Usage::
 
     python benchmarks/compare_revisions.py --rev ef6c34d
@@ -24,15 +30,19 @@ Usage::
         --train mappo,srole:central
     python benchmarks/compare_revisions.py --rev d0c9a3e --scenarios edge50-v0=edge50 \
         --train mappo --updates 30   # NEW=OLD: each side's name for the same scenario
+    python benchmarks/compare_revisions.py --rev d0c9a3e --scenarios tapfinger-hetero6 \
+        --train tapfinger --whole-run --rounds 1   # the default run, end to end
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -161,6 +171,57 @@ def measure_training(tree: Path, algo: str, shield: str | None, name: str, updat
     return float(_run_in(tree, code))
 
 
+def whole_runs(
+    runs: dict[Path, tuple[str, str | None, str]],
+    out: Path,
+    overrides: tuple[str, ...] = (),
+    timeout: float | None = None,
+) -> dict[Path, float]:
+    """Wall seconds of each tree's ``train.py`` run, all started at once.
+
+    Args:
+        runs: per tree, ``(algo, shield, scenario)``: the command ``python train.py
+            algo=<algo> [shield=<shield>] env=<scenario> output_dir=<out>/<i>`` run in the
+            tree (its package first on the path, its ``conf``), i the tree's position.
+        out: folder for the runs' files and logs (``<i>.log``).
+        overrides: more Hydra overrides for every run (the tests' ``experiment=smoke``).
+        timeout: seconds to wait for each run (None: no limit).
+
+    Raises:
+        RuntimeError: a run failed (its exit status and last output lines in the message).
+    """
+    started = []
+    for i, (tree, (algo, shield, name)) in enumerate(runs.items()):
+        cmd = [sys.executable, "train.py", f"algo={algo}", f"env={name}"]
+        cmd += [f"shield={shield}"] if shield else []
+        cmd += [f"output_dir={out / str(i)}", *overrides]
+        env = {**os.environ, "PYTHONPATH": str(tree)}  # the tree's package, not this one
+        log = out / f"{i}.log"
+        with log.open("w") as fh:  # the child keeps its own handle
+            proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        started.append((tree, proc, log, time.perf_counter()))
+    wall: dict[Path, float] = {}
+    deadline = None if timeout is None else time.perf_counter() + timeout
+    while len(wall) < len(started):
+        # poll rather than wait on each in turn: a run that ends while another is waited
+        # on must get its own end time
+        for tree, proc, log, t0 in started:
+            if tree in wall or proc.poll() is None:
+                continue
+            wall[tree] = time.perf_counter() - t0
+            if proc.returncode != 0:
+                for _, other, _, _ in started:
+                    other.kill()
+                tail = " | ".join(log.read_text().splitlines()[-5:])
+                raise RuntimeError(f"train.py in {tree} exited with {proc.returncode}: {tail}")
+        if deadline is not None and time.perf_counter() > deadline:
+            for _, proc, _, _ in started:
+                proc.kill()
+            raise RuntimeError(f"the runs took more than timeout={timeout} s")
+        time.sleep(0.1)
+    return wall
+
+
 def _names(item: str, old: Path) -> dict[Path, str]:
     """A ``--scenarios`` item as the scenario name of each tree (``old`` and this checkout).
 
@@ -220,6 +281,29 @@ def _compare_training(rep: Report, args: argparse.Namespace, old: Path) -> None:
             rep.print(f"{name:20s} {item:16s} {o:10,.0f} {n:10,.0f} {n / o:8.3f}")
 
 
+def _compare_whole_runs(rep: Report, args: argparse.Namespace, old: Path) -> None:
+    rep.print(
+        f"old: {args.rev}  new: this checkout (wall seconds of the default run, end to end, "
+        "both trees' runs at once, 1 torch thread each; best of rounds)"
+    )
+    rep.print(f"{'scenario':20s} {'algo':16s} {'old s':>9s} {'new s':>9s} {'old/new':>8s}")
+    for name in args.scenarios.split(","):
+        names = _names(name, old)
+        for item in args.train.split(","):
+            algo, _, shield = item.partition(":")
+            best = {old: float("inf"), ROOT: float("inf")}
+            for r in range(args.rounds):
+                with tempfile.TemporaryDirectory() as tmp:
+                    wall = whole_runs(
+                        {t: (algo, shield or None, names[t]) for t in (old, ROOT)}, Path(tmp)
+                    )
+                for tree, sec in wall.items():
+                    best[tree] = min(best[tree], sec)
+                rep.print(f"  round {r + 1}: old {wall[old]:.1f} s, new {wall[ROOT]:.1f} s")
+            o, n = best[old], best[ROOT]
+            rep.print(f"{name:20s} {item:16s} {o:9.1f} {n:9.1f} {o / n:8.3f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print (and optionally write) the new/old agent-decisions/s per scenario and path."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -247,9 +331,16 @@ def main(argv: list[str] | None = None) -> int:
         "srole:regional; without a shield, the algorithm's default)",
     )
     p.add_argument("--updates", type=int, default=10, help="PPO updates per training round")
+    p.add_argument(
+        "--whole-run",
+        action="store_true",
+        help="with --train: time each tree's default train.py run end to end, both at once",
+    )
     args = p.parse_args(argv)
     if args.train and args.updates < 1:
         p.error(f"--updates={args.updates} is not allowed; use 1 or more")
+    if args.whole_run and not args.train:
+        p.error("--whole-run needs --train (the algorithms whose default runs to time)")
     rep = Report(args.name, str(args.out or ""))
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / "old"
@@ -260,7 +351,9 @@ def main(argv: list[str] | None = None) -> int:
             capture_output=True,
         )
         try:
-            if args.train:
+            if args.whole_run:
+                _compare_whole_runs(rep, args, old)
+            elif args.train:
                 _compare_training(rep, args, old)
             else:
                 _compare_envs(rep, args, old)

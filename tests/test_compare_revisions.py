@@ -60,3 +60,22 @@ def test_each_side_runs_its_own_name(cr, monkeypatch):
     rep = type("R", (), {"print": lambda self, line: None})()
     cr._compare_training(rep, args, Path("/old"))
     assert seen == [(False, "edge50"), (True, "edge50-v0")]
+
+
+def test_whole_runs_times_each_trees_train_py(cr, tmp_path):
+    wall = cr.whole_runs({ROOT: ("mappo", None, "edge10")}, tmp_path, ("experiment=smoke",))
+    assert set(wall) == {ROOT} and wall[ROOT] > 0
+    # the run wrote its files where it was told, and its output went to the log
+    assert list((tmp_path / "0" / "runs" / "edge10").glob("mappo_none/seed0/*/eval.json"))
+    assert "held-out evaluation" in (tmp_path / "0.log").read_text()
+
+
+def test_whole_runs_reports_a_failed_run(cr, tmp_path):
+    with pytest.raises(RuntimeError, match=r"exited with .*no such algo option"):
+        cr.whole_runs({ROOT: ("mapo", None, "edge10")}, tmp_path, ("experiment=smoke",))
+
+
+def test_whole_run_needs_train(cr, capsys):
+    with pytest.raises(SystemExit):
+        cr.main(["--rev", "HEAD", "--whole-run"])
+    assert "--whole-run needs --train" in capsys.readouterr().err
