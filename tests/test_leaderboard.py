@@ -432,6 +432,27 @@ def test_validate_reproduces_heuristics_and_detects_tampering(tmp_path, capsys):
     assert report.passed and len(report.skipped) == 6
 
 
+def test_validate_reads_each_folder_of_a_tree_as_its_own_tables(tmp_path, capsys):
+    """Studies keep one scenario per folder under other settings: together they are no one
+    board, but each folder is, and validating the tree re-runs every record."""
+    heuristics = [r for r in _fixture_rows() if r["train_seed"] is None]
+    for d in "ab":
+        (tmp_path / "studies" / d).mkdir(parents=True)
+    _write(tmp_path / "studies" / "a" / "x.jsonl", heuristics)
+    _write(tmp_path / "studies" / "b" / "x.jsonl", heuristics)  # the same entries again
+    assert main(["validate", "--results", str(tmp_path / "studies")]) == 0
+    assert "validated 4 records: 4 reproduced" in capsys.readouterr().out
+    # two files given at once are two groups as well
+    a, b = (str(tmp_path / "studies" / d / "x.jsonl") for d in "ab")
+    assert main(["validate", "--results", a, b]) == 0
+    # nothing selected is an error, not a pass: a typo in a filter, an empty folder
+    assert main(["validate", "--results", a, "--scenarios", "edge5"]) == 2
+    assert "no records to validate in " + a + " for --scenarios edge5" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["validate", "--results", str(tmp_path / "empty")]) == 2
+    assert "no records to validate" in capsys.readouterr().err
+
+
 def test_validate_in_parallel_reports_as_one_process(tmp_path, capsys):
     rows = [r for r in _fixture_rows() if r["train_seed"] is None]
     tampered = copy.deepcopy(rows)

@@ -134,23 +134,54 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _folder_groups(results: list[str]) -> list[list]:
+    """The records of each results argument, one group per folder of ``*.jsonl`` files.
+
+    A file is its own group; a folder is read with its subfolders, each folder that holds
+    records a group. A group must form coherent tables (:func:`records.group_tables`), but
+    two groups need not: ``leaderboards/studies/`` keeps each study in its own folder, where
+    one scenario runs under other overrides or budgets than on its board.
+    """
+    from .records import RecordError, load_records
+
+    groups = []
+    for item in results:
+        path = Path(item)
+        if path.is_file():
+            groups.append(load_records([path]))
+            continue
+        if not path.is_dir():
+            raise RecordError(f"{path}: no such results file or directory")
+        folders = sorted({f.parent for f in path.rglob("*.jsonl")})
+        groups += [load_records([folder]) for folder in folders]
+    return groups
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """Re-run entries and compare."""
     _require("omegaconf")
-    from .records import group_tables, load_records
+    from .records import RecordError, group_tables, load_records
     from .validate import validate_records
 
     results, runs = _sources(args)
-    records = load_records(results, runs)
-    # each record re-runs on its own scenario version, so archived boards validate too
-    tables = group_tables(records, superseded=True)
-    chosen = [
-        r
-        for name, recs in tables.items()
-        if not args.scenarios or name in args.scenarios
-        for r in recs
-        if not args.algos or r.data["algo"] in args.algos
-    ]
+    chosen = []
+    for group in _folder_groups(results) + ([load_records([], runs)] if runs else []):
+        # each record re-runs on its own scenario version, so archived boards validate too
+        tables = group_tables(group, superseded=True)
+        chosen += [
+            r
+            for name, recs in tables.items()
+            if not args.scenarios or name in args.scenarios
+            for r in recs
+            if not args.algos or r.data["algo"] in args.algos
+        ]
+    if not chosen:
+        # a typo in a filter or a folder of folders must not pass as "all reproduced"
+        raise RecordError(
+            f"no records to validate in {' '.join(results + runs)}"
+            + (f" for --scenarios {' '.join(args.scenarios)}" if args.scenarios else "")
+            + (f" --algos {' '.join(args.algos)}" if args.algos else "")
+        )
     report = validate_records(chosen, args.root, learned_rtol=args.rtol, log=_log, jobs=args.jobs)
     print(
         f"validated {len(chosen)} records: {len(report.ok)} reproduced, "
@@ -279,7 +310,11 @@ def parser() -> argparse.ArgumentParser:
     )
     b.set_defaults(func=cmd_build)
 
-    v = sub.add_parser("validate", help="re-run entries; exit 1 if a number does not reproduce")
+    v = sub.add_parser(
+        "validate",
+        help="re-run entries; exit 1 if a number does not reproduce (a folder is read with its "
+        "subfolders, each folder's records checked as their own tables)",
+    )
     sources(v)
     v.add_argument("--scenarios", nargs="*", help="only these scenario names")
     v.add_argument("--algos", nargs="*", help="only these algorithms")
