@@ -267,18 +267,24 @@ def _compare_training(rep: Report, args: argparse.Namespace, old: Path) -> None:
         "1 torch thread, best of rounds)"
     )
     rep.print(f"{'scenario':20s} {'algo':16s} {'old':>10s} {'new':>10s} {'new/old':>8s}")
+    for name, item, algo, shield, names in _train_items(args, old):
+        o, n = _best_of_rounds(
+            args.rounds,
+            old,
+            lambda tree, algo=algo, shield=shield, names=names: measure_training(
+                tree, algo, shield, names[tree], args.updates
+            ),
+        )
+        rep.print(f"{name:20s} {item:16s} {o:10,.0f} {n:10,.0f} {n / o:8.3f}")
+
+
+def _train_items(args: argparse.Namespace, old: Path):
+    """``(scenario item, --train item, algo, shield or None, each tree's scenario name)``."""
     for name in args.scenarios.split(","):
         names = _names(name, old)
         for item in args.train.split(","):
             algo, _, shield = item.partition(":")
-            o, n = _best_of_rounds(
-                args.rounds,
-                old,
-                lambda tree, algo=algo, shield=shield, names=names: measure_training(
-                    tree, algo, shield or None, names[tree], args.updates
-                ),
-            )
-            rep.print(f"{name:20s} {item:16s} {o:10,.0f} {n:10,.0f} {n / o:8.3f}")
+            yield name, item, algo, shield or None, names
 
 
 def _compare_whole_runs(rep: Report, args: argparse.Namespace, old: Path) -> None:
@@ -287,21 +293,16 @@ def _compare_whole_runs(rep: Report, args: argparse.Namespace, old: Path) -> Non
         "both trees' runs at once, 1 torch thread each; best of rounds)"
     )
     rep.print(f"{'scenario':20s} {'algo':16s} {'old s':>9s} {'new s':>9s} {'old/new':>8s}")
-    for name in args.scenarios.split(","):
-        names = _names(name, old)
-        for item in args.train.split(","):
-            algo, _, shield = item.partition(":")
-            best = {old: float("inf"), ROOT: float("inf")}
-            for r in range(args.rounds):
-                with tempfile.TemporaryDirectory() as tmp:
-                    wall = whole_runs(
-                        {t: (algo, shield or None, names[t]) for t in (old, ROOT)}, Path(tmp)
-                    )
-                for tree, sec in wall.items():
-                    best[tree] = min(best[tree], sec)
-                rep.print(f"  round {r + 1}: old {wall[old]:.1f} s, new {wall[ROOT]:.1f} s")
-            o, n = best[old], best[ROOT]
-            rep.print(f"{name:20s} {item:16s} {o:9.1f} {n:9.1f} {o / n:8.3f}")
+    for name, item, algo, shield, names in _train_items(args, old):
+        best = {old: float("inf"), ROOT: float("inf")}
+        for r in range(args.rounds):
+            with tempfile.TemporaryDirectory() as tmp:
+                wall = whole_runs({t: (algo, shield, names[t]) for t in (old, ROOT)}, Path(tmp))
+            for tree, sec in wall.items():
+                best[tree] = min(best[tree], sec)
+            rep.print(f"  round {r + 1}: old {wall[old]:.1f} s, new {wall[ROOT]:.1f} s")
+        o, n = best[old], best[ROOT]
+        rep.print(f"{name:20s} {item:16s} {o:9.1f} {n:9.1f} {o / n:8.3f}")
 
 
 def main(argv: list[str] | None = None) -> int:
