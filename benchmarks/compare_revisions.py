@@ -210,16 +210,21 @@ def whole_runs(
                 continue
             wall[tree] = time.perf_counter() - t0
             if proc.returncode != 0:
-                for _, other, _, _ in started:
-                    other.kill()
+                _stop(started)
                 tail = " | ".join(log.read_text().splitlines()[-5:])
                 raise RuntimeError(f"train.py in {tree} exited with {proc.returncode}: {tail}")
         if deadline is not None and time.perf_counter() > deadline:
-            for _, proc, _, _ in started:
-                proc.kill()
+            _stop(started)
             raise RuntimeError(f"the runs took more than timeout={timeout} s")
         time.sleep(0.1)
     return wall
+
+
+def _stop(started: list[tuple]) -> None:
+    """Kill and reap every run of :func:`whole_runs` (no orphan keeps a core busy)."""
+    for _, proc, _, _ in started:
+        proc.kill()
+        proc.wait()
 
 
 def _names(item: str, old: Path) -> dict[Path, str]:

@@ -107,7 +107,7 @@ def main() -> None:
         controllers.append(("results", rec.data, rec.data.get("policy") or "", label))
     rules_done: set[str] = set()
     found = {"runs": 0, "results": 0}
-    for source, record, policy_file, folder in controllers:
+    for source, record, policy_file, row in controllers:
         # a variant run (algo.variant=<label>) is recorded as rlpto-<label>
         if record["algo"] != "rlpto" and not record["algo"].startswith("rlpto-"):
             continue
@@ -119,7 +119,7 @@ def main() -> None:
         found[source] += 1
         policy, env_name, overrides = load_policy(policy_file, record["scenario"])
         d = controller_diagnostics(policy, env_name, overrides, record["eval_seeds"][: args.seeds])
-        label = f"{folder} seed {record['train_seed']}"
+        label = f"{row} seed {record['train_seed']}"
         s = record["summary"]
         report.print(
             f"{label:<28}{d['decisions'] / max(d['calls'], 1):>9.3f}{d['grow']:>7.2f}"
