@@ -22,6 +22,7 @@ from edgesched.algos.graph import (
     EDGE_TYPES,
     MIN_SAVED_WORK,
     NODE_TYPES,
+    PaddedGraphs,
     agent_index,
     batch_graphs,
     pad_graphs,
@@ -566,8 +567,9 @@ def test_dense_network_equals_the_sparse_hgtconv_computation(name):
             np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-12)
 
 
-def test_dense_network_gradients_equal_the_sparse_computation():
-    graphs, spec = _recorded_graphs("tapfinger-hetero6", 8, seed=1)
+@pytest.mark.parametrize("name", ["tapfinger-hetero6", "edge10"])
+def test_dense_network_gradients_equal_the_sparse_computation(name):
+    graphs, spec = _recorded_graphs(name, 8, seed=1)
     torch.manual_seed(1)
     net = TapFingerNet(spec, 64, 2, 2)
     only = torch.randint(0, spec.pending_slots, (len(graphs), spec.num_agents))
@@ -593,6 +595,38 @@ def test_dense_network_gradients_equal_the_sparse_computation():
         np.testing.assert_allclose(
             dense[k].numpy(), sparse[k].numpy(), atol=1e-5, rtol=1e-4, err_msg=k
         )
+
+
+@pytest.mark.parametrize(
+    ("name", "single"), [("edge10", "pending"), ("tapfinger-hetero6", "running")]
+)
+def test_single_source_rows_gather_their_value_bit_for_bit(name, single, monkeypatch):
+    """Rows with one incoming source skip the padded attention; the outputs are the same
+    bits as the softmax over the padded row (a softmax over one score is exactly 1)."""
+    graphs, spec = _recorded_graphs(name, 24)
+    torch.manual_seed(0)
+    net = TapFingerNet(spec, 64, 2, 2)
+    for p in net.parameters():  # trained-looking (HGTConv initializes skip and p_rel to ones)
+        p.data.add_(0.3 * torch.randn_like(p))
+    batch = pad_graphs(graphs)
+    # a check that can fail: exactly the expected type has one source per row here
+    assert {d: batch.single_source(d) is not None for d in batch.bias} == {
+        t: t == single for t in ("node", "pending", "running")
+    }
+    sub = batch.select(np.array([7, 2, 19]))
+    assert sub.single_source(single) is not None
+    with torch.no_grad():
+        got = [net(batch), net(sub)]
+        monkeypatch.setattr(PaddedGraphs, "single_source", lambda self, dst: None)
+        want = [net(pad_graphs(graphs)), net(pad_graphs([graphs[i] for i in (7, 2, 19)]))]
+    for outs, refs in zip(got, want, strict=True):
+        for a, b in zip(outs, refs, strict=True):
+            assert torch.equal(a, b)
+    # a row with edges from two sources turns the gather off for its type
+    bias = batch.bias[single].clone()
+    bias[0, 0, :2] = 0.0
+    two = dataclasses.replace(batch, bias={**batch.bias, single: bias}, _single={})
+    assert two.single_source(single) is None
 
 
 def _counts(node, pending, running):
@@ -653,6 +687,62 @@ def test_minibatch_on_size_buckets_equals_one_padded_batch(monkeypatch):
     with torch.no_grad():
         order, *_ = trainer._dist_minibatch(padded, mask, choice, idx)
     assert order.tolist() == idx.tolist()
+
+
+def test_update_computes_the_allocation_only_for_kept_agents(monkeypatch):
+    """The PPO update runs the allocation head only where an allocation was kept; the
+    loss's terms and the gradients they give equal those of the head run on every agent."""
+    sim = EdgeClusterSim(make_config("edge10", max_slots=300))
+    sim.reset(3)
+    rng = np.random.default_rng(3)
+    graphs, masks = [], []
+    while len(graphs) < 48 and not (sim.terminated or sim.truncated):
+        graphs.append(visible_pending(sim.graph()))
+        masks.append(sim.mask.copy())
+        sim.step(np.array([rng.choice(np.flatnonzero(m)) for m in sim.mask]))
+    assert len(graphs) == 48, "fixture: the episode ended early"
+    trainer = TapFingerTrainer(_cfg(), EnvSpec.of(sim), seed=0)
+    padded, mask = pad_graphs(graphs), np.stack(masks)
+    out = trainer.propose(graphs, mask)
+    choice, alloc_idx = torch.from_numpy(out["choice"]), torch.from_numpy(out["alloc"])
+    keep = torch.from_numpy(out["keep"]).float()
+    keep.view(-1)[torch.nonzero(keep.view(-1)).squeeze(-1)[0]] = 0.0  # as if it lost a conflict
+    # a check that can fail: some agents keep an allocation, some defer, one lost
+    assert 0 < int(keep.sum()) < int((choice > 0).sum()) < choice.numel()
+    idx = rng.permutation(48)[:40]
+    monkeypatch.setattr(graph_module, "MIN_SAVED_WORK", -1)  # groups: keep is indexed per group
+    params = list(trainer.actor.parameters())
+
+    def loss_terms(rows_only: bool):
+        trainer.actor.zero_grad()
+        order, ptr, chosen, v = trainer._dist_minibatch(
+            padded, mask, choice, idx, keep if rows_only else None
+        )
+        k = keep[order]
+        logp = two_phase_logp(ptr, chosen, choice[order], alloc_idx[order], k)
+        ent = k * -(probs_of(chosen) * chosen.clamp_min(-1e4)).sum(-1)
+        (logp.sum() + ent.sum() + v.sum()).backward()
+        # parameters outside the graph the loss reads (the last layer's unused types) have none
+        return order, logp, ent, [None if p.grad is None else p.grad.clone() for p in params]
+
+    order_a, logp_a, ent_a, grad_a = loss_terms(True)
+    order_b, logp_b, ent_b, grad_b = loss_terms(False)
+    assert order_a.tolist() == order_b.tolist()
+    torch.testing.assert_close(logp_a, logp_b, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ent_a, ent_b, rtol=1e-5, atol=1e-5)
+    assert [a is None for a in grad_a] == [b is None for b in grad_b]
+    assert any(a is not None and a.abs().sum() > 0 for a in grad_a)
+    for a, b in zip(grad_a, grad_b, strict=True):
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    # a minibatch (or a size group of one) where no agent kept an allocation
+    none = torch.zeros_like(keep)
+    with torch.no_grad():
+        _, _, chosen, _ = trainer._dist_minibatch(padded, mask, choice, idx, none)
+    assert chosen.shape == (len(idx), *keep.shape[1:], chosen.shape[-1])
+    assert torch.isfinite(chosen).all()
+    with pytest.raises(ValueError, match="alloc_rows needs only_slot"):
+        trainer.actor(padded, None, torch.tensor([0]))
 
 
 def test_rollout_forward_follows_optimizer_steps_and_loaded_weights():

@@ -189,13 +189,20 @@ class TapFingerNet(nn.Module):
         self.spec = spec
 
     def forward(
-        self, batch: PaddedGraphs, only_slot: torch.Tensor | None = None
+        self,
+        batch: PaddedGraphs,
+        only_slot: torch.Tensor | None = None,
+        alloc_rows: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, ...]:
         """Pointer logits (G, N, 1+P), allocation logits (G, N, P, (K+1) L), values (G, N).
 
         Index 0 of the pointer is "defer". Logits are unmasked. With ``only_slot`` (G, N),
         allocation logits are computed for that pending slot only: (G, N, 1, (K+1) L) (the
-        PPO update needs no other, and the allocation head dominates its cost).
+        PPO update needs no other, and the allocation head dominates its cost). With
+        ``alloc_rows`` as well ((R,) indices into the flattened (G, N) agents), they are
+        computed for those agents only and are 0 elsewhere: the update passes the agents
+        whose allocation counts (placed and kept), about 7% of edge100's; the others' rows
+        carry no loss and no gradient.
         """
         h = self.backbone(batch, need=("node", "pending"))  # running jobs feed the nodes
         hn, hp = h["node"], h["pending"]  # (G, M, H), padded
@@ -205,7 +212,8 @@ class TapFingerNet(nn.Module):
         ha = hn[rows[:, :, 0], batch.agents]  # (G, N, H)
         s, tg = batch.slots, batch.targets
         hs = torch.cat([hp, zero], 1)[rows, torch.where(s >= 0, s, hp.shape[1])]  # (G, N, P, H)
-        ht = torch.cat([hn, zero], 1)[rows, torch.where(tg >= 0, tg, hn.shape[1])]  # (G, N, K1, H)
+        hn_pad = torch.cat([hn, zero], 1)
+        tg = torch.where(tg >= 0, tg, hn.shape[1])  # (G, N, K1) rows of hn_pad
         ptr = (self.q(ha)[:, :, None, :] * self.k(hs)).sum(-1) / self.hidden**0.5
         ptr = torch.cat([self.defer(ha), ptr], dim=-1)
         if self.pointer_clip > 0:
@@ -215,23 +223,46 @@ class TapFingerNet(nn.Module):
             ptr = c * torch.tanh(ptr / c)
         if only_slot is not None:
             hs = hs.gather(2, only_slot[:, :, None, None].expand(-1, -1, 1, hs.shape[-1]))
-        n, p = hs.shape[1], hs.shape[2]
-        # the head's first layer on [h_agent, h_task, h_target] is the sum of three blocks:
-        # project each embedding once and broadcast, instead of the (G, N, P, K1, 3H) concat
-        first = self.alloc[0]
-        wa, ws, wt = first.weight.split(self.hidden, dim=1)
-        pre = (
-            (ha @ wa.T + first.bias)[:, :, None, None, :]
-            + (hs @ ws.T)[:, :, :, None, :]
-            + (ht @ wt.T)[:, :, None, :, :]
-        )
-        alloc = self.alloc[1:](pre).reshape(g, n, p, -1)
+        n = hs.shape[1]
+        if alloc_rows is None:
+            alloc = self._alloc_logits(ha, hs, hn_pad[rows, tg])
+        else:
+            if only_slot is None:
+                raise ValueError("alloc_rows needs only_slot (one pending slot per agent)")
+            graph_of = torch.div(alloc_rows, n, rounding_mode="floor")
+            part = self._alloc_logits(
+                ha.reshape(g * n, -1)[alloc_rows],
+                hs.reshape(g * n, 1, -1)[alloc_rows],
+                hn_pad[graph_of[:, None], tg.reshape(g * n, -1)[alloc_rows]],
+            )  # (R, 1, C)
+            alloc = part.new_zeros(g * n, 1, part.shape[-1]).index_put((alloc_rows,), part)
+            alloc = alloc.reshape(g, n, 1, -1)
         # mean node embedding per graph (real rows only): a cheap global context for the critic
         count = batch.count["node"]
         real = (torch.arange(hn.shape[1]) < count[:, None]).to(hn.dtype)[:, :, None]
         pool = (hn * real).sum(1) / count.clamp_min(1).to(hn.dtype)[:, None]
         v = self.critic(torch.cat([ha, pool[:, None, :].expand(-1, n, -1)], dim=-1))
         return ptr, alloc, v.squeeze(-1)
+
+    def _alloc_logits(self, ha: torch.Tensor, hs: torch.Tensor, ht: torch.Tensor) -> torch.Tensor:
+        """Allocation logits (..., P, K1 L) from the agent's, tasks' and targets' embeddings.
+
+        Args:
+            ha: (..., H) the agent's node.
+            hs: (..., P, H) the pending tasks (or the chosen one, P = 1).
+            ht: (..., K1, H) the placement targets.
+        """
+        # the head's first layer on [h_agent, h_task, h_target] is the sum of three blocks:
+        # project each embedding once and broadcast, instead of the (..., P, K1, 3H) concat
+        first = self.alloc[0]
+        wa, ws, wt = first.weight.split(self.hidden, dim=1)
+        pre = (
+            (ha @ wa.T + first.bias)[..., None, None, :]
+            + (hs @ ws.T)[..., :, None, :]
+            + (ht @ wt.T)[..., None, :, :]
+        )
+        out = self.alloc[1:](pre)  # (..., P, K1, L)
+        return out.reshape(*out.shape[:-2], out.shape[-2] * out.shape[-1])  # R may be 0
 
 
 def chosen_slot(alloc: torch.Tensor, choice: torch.Tensor) -> torch.Tensor:
@@ -340,16 +371,21 @@ class TapFingerTrainer:
         graphs: list[dict[str, Any]] | PaddedGraphs,
         mask: np.ndarray,
         choice: torch.Tensor | None = None,
+        keep: torch.Tensor | None = None,
     ):
         """Masked log-probabilities of pointer, allocation and the values.
 
         Pointer (G, N, 1+P); allocation (G, N, P, C), or of the chosen slot only (G, N, C)
         when ``choice`` is given; values (G, N). ``graphs`` may come padded already (the
-        PPO update pads its rollout once and selects minibatches from it).
+        PPO update pads its rollout once and selects minibatches from it). With ``keep``
+        ((G, N), with ``choice``) the allocation is computed only where ``keep > 0``, the
+        only agents whose allocation enters the PPO loss (:func:`two_phase_logp`); elsewhere
+        it is a uniform placeholder over the mask, constant and without gradient.
         """
         batch = graphs if isinstance(graphs, PaddedGraphs) else pad_graphs(graphs)
         only = None if choice is None else (choice - 1).clamp_min(0)
-        ptr, alloc, v = self.actor(batch, only)
+        rows = None if keep is None else torch.nonzero(keep.reshape(-1) > 0).squeeze(-1)
+        ptr, alloc, v = self.actor(batch, only, rows)
         pmask, amask = _masks(self.spec, mask, self.work_conserving)
         if only is not None:
             amask = chosen_slot_np(amask, choice.numpy())[:, :, None]
@@ -360,7 +396,12 @@ class TapFingerTrainer:
         return ptr, alloc, v
 
     def _dist_minibatch(
-        self, graphs: PaddedGraphs, mask: np.ndarray, choice: torch.Tensor, idx: np.ndarray
+        self,
+        graphs: PaddedGraphs,
+        mask: np.ndarray,
+        choice: torch.Tensor,
+        idx: np.ndarray,
+        keep: torch.Tensor | None = None,
     ) -> tuple[np.ndarray, torch.Tensor, torch.Tensor, torch.Tensor]:
         """:meth:`_dist` of a PPO minibatch of the padded rollout, on groups of similar sizes.
 
@@ -373,7 +414,11 @@ class TapFingerTrainer:
             the outputs (a permutation of ``idx``), and :meth:`_dist`'s outputs for them.
         """
         order, (ptr, chosen, v) = in_size_groups(
-            lambda p: self._dist(graphs.select(p), mask[p], choice[p]), graphs.count, idx
+            lambda p: self._dist(
+                graphs.select(p), mask[p], choice[p], None if keep is None else keep[p]
+            ),
+            graphs.count,
+            idx,
         )
         return order, ptr, chosen, v
 
@@ -601,7 +646,7 @@ class TapFingerTrainer:
         params = list(self.actor.parameters())
         loop = PPOEpochs(cfg, total, self.gen, progress, self.opt, params, self.updates)
         for mb_idx in loop:
-            idx, ptr, chosen, v = self._dist_minibatch(graphs, mask, choice, mb_idx.numpy())
+            idx, ptr, chosen, v = self._dist_minibatch(graphs, mask, choice, mb_idx.numpy(), keep)
             logp = two_phase_logp(ptr, chosen, choice[idx], alloc[idx], keep[idx])
             ent_ptr = -(probs_of(ptr) * ptr.clamp_min(-1e4)).sum(-1)
             ent_alloc = -(probs_of(chosen) * chosen.clamp_min(-1e4)).sum(-1)
