@@ -659,20 +659,27 @@ def test_size_buckets_split_only_where_padding_wastes_work():
     assert [p.tolist() for p in size_buckets(skewed, idx[:63])] == [idx[:63].tolist()]
 
 
-def test_minibatch_on_size_buckets_equals_one_padded_batch(monkeypatch):
-    """The PPO update's forward on groups of similar sizes gives each graph's numbers."""
+def _edge10_rounds(count: int):
+    """Graph views and masks of ``count`` random rounds of an edge10 episode (with the
+    simulator after them and the generator that chose the actions, for more draws)."""
     sim = EdgeClusterSim(make_config("edge10", max_slots=300))
     sim.reset(3)
     rng = np.random.default_rng(3)
     graphs, masks = [], []
-    while len(graphs) < 80 and not (sim.terminated or sim.truncated):
+    while len(graphs) < count and not (sim.terminated or sim.truncated):
         graphs.append(visible_pending(sim.graph()))
         masks.append(sim.mask.copy())
         sim.step(np.array([rng.choice(np.flatnonzero(m)) for m in sim.mask]))
-    assert len(graphs) == 80, "fixture: the episode ended early"
+    assert len(graphs) == count, "fixture: the episode ended early"
+    return graphs, np.stack(masks), sim, rng
+
+
+def test_minibatch_on_size_buckets_equals_one_padded_batch(monkeypatch):
+    """The PPO update's forward on groups of similar sizes gives each graph's numbers."""
+    graphs, mask, sim, rng = _edge10_rounds(80)
     spec = EnvSpec.of(sim)
     trainer = TapFingerTrainer(_cfg(), spec, seed=0)
-    padded, mask = pad_graphs(graphs), np.stack(masks)
+    padded = pad_graphs(graphs)
     choice = torch.from_numpy(rng.integers(0, 1 + spec.pending_slots, (80, spec.num_agents)))
     idx = rng.permutation(80)[:72]
     monkeypatch.setattr(graph_module, "MIN_SAVED_WORK", -1)  # split whatever the sizes
@@ -692,17 +699,9 @@ def test_minibatch_on_size_buckets_equals_one_padded_batch(monkeypatch):
 def test_update_computes_the_allocation_only_for_kept_agents(monkeypatch):
     """The PPO update runs the allocation head only where an allocation was kept; the
     loss's terms and the gradients they give equal those of the head run on every agent."""
-    sim = EdgeClusterSim(make_config("edge10", max_slots=300))
-    sim.reset(3)
-    rng = np.random.default_rng(3)
-    graphs, masks = [], []
-    while len(graphs) < 48 and not (sim.terminated or sim.truncated):
-        graphs.append(visible_pending(sim.graph()))
-        masks.append(sim.mask.copy())
-        sim.step(np.array([rng.choice(np.flatnonzero(m)) for m in sim.mask]))
-    assert len(graphs) == 48, "fixture: the episode ended early"
+    graphs, mask, sim, rng = _edge10_rounds(48)
     trainer = TapFingerTrainer(_cfg(), EnvSpec.of(sim), seed=0)
-    padded, mask = pad_graphs(graphs), np.stack(masks)
+    padded = pad_graphs(graphs)
     out = trainer.propose(graphs, mask)
     choice, alloc_idx = torch.from_numpy(out["choice"]), torch.from_numpy(out["alloc"])
     keep = torch.from_numpy(out["keep"]).float()
