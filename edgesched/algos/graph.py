@@ -254,6 +254,9 @@ def padded_cost(count: dict[str, torch.Tensor], idx: np.ndarray) -> int:
     attention of a layer is dominated by its node rows attending over all nodes, pending
     and running jobs, and by the job rows attending over the nodes:
     ``len(idx) x M_node x (M_node + 2 M_pending + 2 M_running)`` in units of score entries.
+    Where every job row of a type has one source (:meth:`PaddedGraphs.single_source`, the
+    edge scenarios' pending jobs) that type's rows no longer attend, so the model overstates
+    the work there; :data:`MIN_SAVED_WORK` was measured before that shortcut and is kept.
 
     Args:
         count: :attr:`PaddedGraphs.count`.
