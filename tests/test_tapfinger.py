@@ -625,7 +625,7 @@ def test_single_source_rows_gather_their_value_bit_for_bit(name, single, monkeyp
     # a row with edges from two sources turns the gather off for its type
     bias = batch.bias[single].clone()
     bias[0, 0, :2] = 0.0
-    two = dataclasses.replace(batch, bias={**batch.bias, single: bias}, _single={})
+    two = dataclasses.replace(batch, bias={**batch.bias, single: bias})  # a fresh cache
     assert two.single_source(single) is None
 
 

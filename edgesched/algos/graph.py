@@ -187,7 +187,8 @@ class PaddedGraphs:
     agents: torch.Tensor
     slots: torch.Tensor
     targets: torch.Tensor
-    _single: dict[str, torch.Tensor | None] = field(default_factory=dict, repr=False)
+    # single_source's cache; not an init field, so dataclasses.replace starts a fresh one
+    _single: dict[str, torch.Tensor | None] = field(default_factory=dict, init=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.agents)
@@ -196,9 +197,10 @@ class PaddedGraphs:
         """Where no ``dst`` row has edges from two or more source rows: each row's source.
 
         On the edge scenarios a pending job's one incoming edge is from the node that holds
-        it, yet its padded attention spans every node (edge100: 0.2% of the scores are
-        edges). A softmax over one score is exactly 1, so such a row's attention output is
-        that source's value row, bit for bit (:func:`_hgt_dense` gathers it instead).
+        it, yet its padded attention spans every node (on an edge100 rollout of an untrained
+        policy, 0.2% of those scores were edges). A softmax over one score is exactly 1, so
+        such a row's attention output is that source's value row, bit for bit
+        (:func:`_hgt_dense` gathers it instead).
 
         Returns:
             (G, M_dst) source column (of :attr:`bias`'s source axis) of each row, 0 for rows

@@ -201,8 +201,8 @@ class TapFingerNet(nn.Module):
         PPO update needs no other, and the allocation head dominates its cost). With
         ``alloc_rows`` as well ((R,) indices into the flattened (G, N) agents), they are
         computed for those agents only and are 0 elsewhere: the update passes the agents
-        whose allocation counts (placed and kept), about 7% of edge100's; the others' rows
-        carry no loss and no gradient.
+        whose allocation counts (placed and kept; 7% of them in an untrained policy's edge100
+        rollout); the others' rows carry no loss and no gradient.
         """
         h = self.backbone(batch, need=("node", "pending"))  # running jobs feed the nodes
         hn, hp = h["node"], h["pending"]  # (G, M, H), padded
