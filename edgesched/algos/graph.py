@@ -29,7 +29,10 @@ graphs. The output equals ``HGTConv.forward`` on the same graph within float rou
 (``tests/test_tapfinger.py`` keeps the sparse computation as the reference). On the edge
 scenarios a graph's pending jobs range from a few to over a hundred, and one long queue pads
 every graph of a batch to its length: the PPO update pads a minibatch in groups of similar
-sizes where that saves enough of the work (:func:`size_buckets`).
+sizes where that saves enough of the work (:func:`size_buckets`). And where every row of a
+destination type has at most one source (an edge scenario's pending job hears only the node
+that holds it), its softmax is exactly 1 and the row takes that source's value directly
+(:meth:`PaddedGraphs.single_source`; the same bits as the padded computation, tested).
 """
 
 from __future__ import annotations
