@@ -481,7 +481,9 @@ def _hgt_dense(
         vs = [proj[src, (e, "v")] for e, src in INCOMING[dst]]
         one = batch.single_source(dst)
         if one is not None:
-            # one source per row: its attention weight is exactly 1 (see single_source)
+            # one source per row: its attention weight is exactly 1 (see single_source). The
+            # fused projection still computes this type's unused query: dropping it would
+            # change that matmul's shape, which may change the bits of the other projections
             v = torch.cat(vs, 1)  # (G, S, F)
             rows = (one + (torch.arange(gsz) * v.shape[1])[:, None]).reshape(-1)
             rows = rows.index_select(0, batch.pos[dst])
