@@ -660,3 +660,61 @@ def test_resume_accepts_a_checkpoint_written_before_an_option_existed(tmp_path, 
     got = json.loads((r / "eval.json").read_text())
     want = json.loads((ref / "eval.json").read_text())
     assert untimed(got["summary"]) == untimed(want["summary"])
+
+
+@pytest.mark.parametrize("stored", ["commits", "legacy"])
+def test_the_record_names_the_code_that_trained_each_update(tmp_path, monkeypatch, capsys, stored):
+    """``train.commits``: one entry for a run trained by one code version; a run resumed
+    under other code lists both, with the updates each trained (a checkpoint from before
+    the key existed: its updates' commit is not known, ``None``); the resumed run says so."""
+    import torch
+
+    from edgesched.experiment import runner
+
+    monkeypatch.setattr(runner, "git_commit", lambda: "c" * 40)
+    whole = tmp_path / "whole"
+    run(make_cfg(whole, total_env_steps=32 * 4))
+    got = json.loads((whole / "eval.json").read_text())["train"]["commits"]
+    assert got == [{"commit": "c" * 40, "updates": [0, 4]}]
+
+    class Stop(Exception):
+        pass
+
+    r = tmp_path / "r"
+    write, saved = runner.atomic_write_with, []
+
+    def stop_after_two_checkpoints(path, fn):
+        write(path, fn)
+        saved.append(path.name)
+        if saved.count("last.pt") == 2:
+            raise Stop
+
+    monkeypatch.setattr(runner, "atomic_write_with", stop_after_two_checkpoints)
+    monkeypatch.setattr(runner, "git_commit", lambda: "a" * 40)
+    with pytest.raises(Stop):
+        run(make_cfg(r, total_env_steps=32 * 4))
+    monkeypatch.setattr(runner, "atomic_write_with", write)
+    ckpt_path = r / "checkpoints" / "last.pt"
+    ckpt = torch.load(ckpt_path, weights_only=False)
+    assert ckpt["commits"] == [{"commit": "a" * 40, "updates": [0, 2]}]
+    first = "a" * 40
+    if stored == "legacy":
+        del ckpt["commits"]
+        torch.save(ckpt, ckpt_path)
+        first = None
+    # resumed under other code
+    monkeypatch.setattr(runner, "git_commit", lambda: "b" * 40)
+    capsys.readouterr()
+    run(make_cfg(r, total_env_steps=32 * 4, resume=True))
+    said = capsys.readouterr()
+    assert "updates 1-2 were trained by commit " + ("a" * 12 if first else "unknown") in (
+        said.out + said.err
+    )
+    got = json.loads((r / "eval.json").read_text())["train"]["commits"]
+    assert got == [
+        {"commit": first, "updates": [0, 2]},
+        {"commit": "b" * 40, "updates": [2, 4]},
+    ]
+    # resumed again under the same code: the entry grows, no new one
+    grown = {"commit": "b" * 40, "updates": [2, 6]}
+    assert runner._add_commit(got, "b" * 40, 4, 6) == [got[0], grown]

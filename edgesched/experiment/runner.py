@@ -12,7 +12,10 @@ A run directory holds:
 
 ``resume=true`` (or a run path) continues from ``checkpoints/last.pt``; because the
 checkpoint carries every RNG and the environments themselves, the resumed run produces the
-same learning curve as an uninterrupted one. A run stopped before its first checkpoint
+same learning curve as an uninterrupted one, under the same code. The record's
+``train.commits`` says which code trained which updates, since a run resumed after the
+code changed differs from an uninterrupted run of either version (``git_commit``, the
+record's top-level key, is the commit that evaluated it). A run stopped before its first checkpoint
 (``config.yaml`` but no checkpoint, no ``eval.json``) is started afresh in its own directory.
 A checkpoint that cannot be read stops the run with a message naming the file.
 
@@ -377,6 +380,31 @@ class _Logger:
             self.run.finish()
 
 
+def _commits_of(ckpt: dict[str, Any], updates: int) -> list[dict[str, Any]]:
+    """The ``train.commits`` a checkpoint at ``updates`` carries.
+
+    A checkpoint from before they were recorded names only the commit of the process that
+    wrote it, which may itself have resumed an earlier one: its updates get commit ``None``
+    (not known).
+    """
+    stored = ckpt.get("commits")
+    if stored is None:
+        return [{"commit": None, "updates": [0, int(updates)]}]
+    return [{"commit": c["commit"], "updates": list(c["updates"])} for c in stored]
+
+
+def _add_commit(
+    commits: list[dict[str, Any]], commit: str, start: int, end: int
+) -> list[dict[str, Any]]:
+    """``commits`` followed by updates ``start`` to ``end`` under ``commit``.
+
+    Merged into the last entry where the code is the same (a run resumed by the same code).
+    """
+    if commits and commits[-1]["commit"] == commit and commits[-1]["updates"][1] == start:
+        return [*commits[:-1], {"commit": commit, "updates": [commits[-1]["updates"][0], end]}]
+    return [*commits, {"commit": commit, "updates": [start, end]}]
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Train ``cfg.algo`` on ``cfg.env``, evaluate on held-out seeds, write the run files.
 
@@ -426,6 +454,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         env_steps, wall_offset = 0, 0.0
         finished: list[dict[str, Any]] = []
         curve: list[dict[str, Any]] = []
+        earlier: list[dict[str, Any]] = []  # train.commits before this process
         if mode == "resume":
             ckpt = _load_checkpoint(ckpt_path)
             diff = _config_diff(ckpt["config"], _comparable(cfg))
@@ -452,6 +481,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             env_steps, wall_offset = int(ckpt["env_steps"]), float(ckpt["wall_time"])
             finished = list(ckpt["finished"])
             curve = list(ckpt.get("curve", []))
+            earlier = _commits_of(ckpt, trainer.updates)
     except Exception:
         if mode == "new":
             _remove_if_empty(run_dir)  # an explicit run_dir that nothing went into
@@ -494,6 +524,16 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         (run_dir / "metrics.jsonl").unlink(missing_ok=True)  # the earlier attempt's
         atomic_write_text(run_dir / "config.yaml", config_yaml)
     commit = git_commit()
+    first_update = trainer.updates
+    if mode == "resume" and earlier[-1]["commit"] != commit:
+        before = ", ".join(sorted({str(c["commit"] or "unknown")[:12] for c in earlier}))
+        console.say(
+            f"{label}: updates 1-{first_update} were trained by commit {before}, the rest "
+            f"will be by {commit[:12]}; the record lists both (train.commits)"
+        )
+
+    def commits() -> list[dict[str, Any]]:
+        return _add_commit(earlier, commit, first_update, trainer.updates)
 
     if entry.uses_budget:
         trainer.set_budget(n_updates * per_update)
@@ -514,6 +554,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             "finished": finished,
             "curve": curve,
             "commit": commit,
+            "commits": commits(),
         }
         # streamed to the file: a replay buffer of GBs is not copied in memory on the way
         atomic_write_with(ckpt_path, lambda f: torch.save(state, f))
@@ -590,6 +631,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "updates": trainer.updates,
         "env_steps": env_steps,
         "wall_time": metrics[-1]["wall_time"] if metrics else 0.0,
+        "commits": commits(),
     }
     if curve_every:
         # the final evaluation is the curve's last point (on the curve's seeds)
