@@ -618,34 +618,42 @@ def test_policy_rows_choice_changes_only_the_update(name):
     assert s_ch["approx_kl"] > s_all["approx_kl"]
 
 
-def test_resume_accepts_a_checkpoint_written_before_an_option_existed(tmp_path, monkeypatch):
-    """A checkpoint whose config predates a key (here ``policy_rows``) resumes when the key
-    is at its default (the class's default keeps the stored behaviour) and is refused when
-    it is not; resumed halfway, the run's record equals an uninterrupted run's."""
+class _Stop(Exception):
+    """Raised by :func:`_stopped_after_two_checkpoints`: a run killed at that point."""
+
+
+def _stopped_after_two_checkpoints(run_dir: Path, monkeypatch) -> dict:
+    """Train 4 updates into ``run_dir``, stopped after its second checkpoint; its checkpoint."""
     import torch
 
     from edgesched.experiment import runner
 
-    class Stop(Exception):
-        pass
-
-    ref = tmp_path / "ref"
-    run(make_cfg(ref, total_env_steps=32 * 4))
-    r = tmp_path / "r"
     write, saved = runner.atomic_write_with, []
 
     def stop_after_two_checkpoints(path, fn):
         write(path, fn)
         saved.append(path.name)
         if saved.count("last.pt") == 2:
-            raise Stop
+            raise _Stop
 
     monkeypatch.setattr(runner, "atomic_write_with", stop_after_two_checkpoints)
-    with pytest.raises(Stop):
-        run(make_cfg(r, total_env_steps=32 * 4))
-    monkeypatch.undo()
+    with pytest.raises(_Stop):
+        run(make_cfg(run_dir, total_env_steps=32 * 4))
+    monkeypatch.setattr(runner, "atomic_write_with", write)
+    return torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
+
+
+def test_resume_accepts_a_checkpoint_written_before_an_option_existed(tmp_path, monkeypatch):
+    """A checkpoint whose config predates a key (here ``policy_rows``) resumes when the key
+    is at its default (the class's default keeps the stored behaviour) and is refused when
+    it is not; resumed halfway, the run's record equals an uninterrupted run's."""
+    import torch
+
+    ref = tmp_path / "ref"
+    run(make_cfg(ref, total_env_steps=32 * 4))
+    r = tmp_path / "r"
+    ckpt = _stopped_after_two_checkpoints(r, monkeypatch)
     ckpt_path = r / "checkpoints" / "last.pt"
-    ckpt = torch.load(ckpt_path, weights_only=False)
     assert ckpt["trainer"]["updates"] == 2 and not (r / "eval.json").exists()
     assert ckpt["config"]["algo"].pop("policy_rows") == "all"
     torch.save(ckpt, ckpt_path)
@@ -677,25 +685,10 @@ def test_the_record_names_the_code_that_trained_each_update(tmp_path, monkeypatc
     got = json.loads((whole / "eval.json").read_text())["train"]["commits"]
     assert got == [{"commit": "c" * 40, "updates": [0, 4]}]
 
-    class Stop(Exception):
-        pass
-
     r = tmp_path / "r"
-    write, saved = runner.atomic_write_with, []
-
-    def stop_after_two_checkpoints(path, fn):
-        write(path, fn)
-        saved.append(path.name)
-        if saved.count("last.pt") == 2:
-            raise Stop
-
-    monkeypatch.setattr(runner, "atomic_write_with", stop_after_two_checkpoints)
     monkeypatch.setattr(runner, "git_commit", lambda: "a" * 40)
-    with pytest.raises(Stop):
-        run(make_cfg(r, total_env_steps=32 * 4))
-    monkeypatch.setattr(runner, "atomic_write_with", write)
+    ckpt = _stopped_after_two_checkpoints(r, monkeypatch)
     ckpt_path = r / "checkpoints" / "last.pt"
-    ckpt = torch.load(ckpt_path, weights_only=False)
     assert ckpt["commits"] == [{"commit": "a" * 40, "updates": [0, 2]}]
     first = "a" * 40
     if stored == "legacy":
