@@ -15,8 +15,9 @@ checkpoint carries every RNG and the environments themselves, the resumed run pr
 same learning curve as an uninterrupted one, under the same code. The record's
 ``train.commits`` says which code trained which updates, since a run resumed after the
 code changed differs from an uninterrupted run of either version (``git_commit``, the
-record's top-level key, is the commit that evaluated it). A run stopped before its first checkpoint
-(``config.yaml`` but no checkpoint, no ``eval.json``) is started afresh in its own directory.
+record's top-level key, is the commit that evaluated it). A run stopped before its first
+checkpoint (``config.yaml`` but no checkpoint, no ``eval.json``) is started afresh in its
+own directory.
 A checkpoint that cannot be read stops the run with a message naming the file.
 
 Nothing is written before the configuration, the workload (a trace file, say) and, when
@@ -525,11 +526,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         atomic_write_text(run_dir / "config.yaml", config_yaml)
     commit = git_commit()
     first_update = trainer.updates
-    if mode == "resume" and earlier[-1]["commit"] != commit:
-        before = ", ".join(sorted({str(c["commit"] or "unknown")[:12] for c in earlier}))
+    if earlier and earlier[-1]["commit"] != commit:
+        before = sorted({str(c["commit"] or "unknown")[:12] for c in earlier})
         console.say(
-            f"{label}: updates 1-{first_update} were trained by commit {before}, the rest "
-            f"will be by {commit[:12]}; the record lists both (train.commits)"
+            f"{label}: updates 1-{first_update} were trained by commit"
+            f"{'s' if len(before) > 1 else ''} {', '.join(before)}, the rest will be by "
+            f"{commit[:12]}; the record lists each (train.commits)"
         )
 
     def commits() -> list[dict[str, Any]]:
