@@ -24,6 +24,7 @@ no per-agent proposals and are left out. Usage::
     python benchmarks/decision_census.py --boards edge10 --seeds 10000 --out benchmarks/results
     python benchmarks/decision_census.py --boards tapfinger-hetero6 --name decision_census_tfh6 \
         --out benchmarks/results
+    python benchmarks/decision_census.py --boards edge100 --variants   # + the studies' runs
 """
 
 from __future__ import annotations
@@ -50,8 +51,25 @@ from edgesched.shields import make_shield
 #: Heuristics whose proposal is a function of the current observation and mask alone (no
 #: memory across rounds, no graph view), so asking them in the policy's states is fair.
 STATELESS = ("min_alloc", "least_loaded", "best_fit", "fifo", "sjf")
-#: Learners that act through the shared multi-agent view (one proposal per agent).
-SHARED_VIEW = re.compile(r"^(mappo|ippo|srole_central|srole_regional|tapfinger)_seed(\d+)\.pt$")
+#: Learners that act through the shared multi-agent view (one proposal per agent); a policy
+#: file is ``<algo>[-<variant>][_<shield>]_seed<k>.pt`` (``leaderboard collect``'s names).
+SHARED_VIEW = re.compile(
+    r"^((?:mappo|ippo|srole|tapfinger)(-[A-Za-z0-9.]+)?(?:_central|_regional)?)_seed(\d+)\.pt$"
+)
+
+
+def entry_of(filename: str, variants: bool = False) -> str | None:
+    """The entry a policy file belongs to (``srole-b300k_central``), or ``None`` to skip it.
+
+    Args:
+        filename: a file name under ``leaderboards/policies/<board>/``.
+        variants: also variant entries (``tapfinger-b300k``: a study's runs), not only the
+            default ones.
+    """
+    m = SHARED_VIEW.match(filename)
+    if m is None or (m.group(2) and not variants):
+        return None
+    return m.group(1)
 
 
 class Tally:
@@ -175,6 +193,11 @@ def main() -> None:
     p.add_argument("--policies", default="leaderboards/policies")
     p.add_argument("--out", default="")
     p.add_argument("--name", default="decision_census", help="results page: <out>/<name>.md")
+    p.add_argument(
+        "--variants",
+        action="store_true",
+        help="also the variant entries' policies (a budget study's tapfinger-b300k, say)",
+    )
     args = p.parse_args()
     rep = Report(args.name, args.out)
     t0 = time.perf_counter()
@@ -190,9 +213,9 @@ def main() -> None:
     for board in args.boards:
         groups: dict[str, list[tuple[dict[str, float], float]]] = {}
         for f in sorted(Path(args.policies, board).glob("*.pt")):
-            m = SHARED_VIEW.match(f.name)
-            if m:
-                groups.setdefault(m.group(1), []).append(replay(f, args.seeds))
+            entry = entry_of(f.name, args.variants)
+            if entry:
+                groups.setdefault(entry, []).append(replay(f, args.seeds))
         rep.print()
         rep.print(f"## {board}")
         rep.print()

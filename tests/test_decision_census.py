@@ -53,3 +53,17 @@ def test_heuristic_rows_agree_with_themselves(census):
         assert row["jct"] > 0
     # the same target rule (most free GPU); only a different slot's feasibility can differ
     assert rows["fifo"]["tgt=least_loaded"] >= 90.0
+
+
+def test_policy_files_map_to_their_entries(census):
+    """Default entries always; a variant's files only with ``variants``; view-less learners
+    and other files never."""
+    entry = census.entry_of
+    assert entry("mappo_seed0.pt") == "mappo"
+    assert entry("srole_central_seed2.pt") == "srole_central"
+    assert entry("tapfinger-b300k_seed1.pt") is None
+    assert entry("tapfinger-b300k_seed1.pt", variants=True) == "tapfinger-b300k"
+    assert entry("srole-b300k_central_seed0.pt", variants=True) == "srole-b300k_central"
+    assert entry("mappo-crashrandom_seed0.pt", variants=True) == "mappo-crashrandom"
+    for other in ("dqn_central_seed0.pt", "rlpto_seed1.pt", "tapfinger_seed0.json"):
+        assert entry(other, variants=True) is None
