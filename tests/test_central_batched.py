@@ -7,7 +7,7 @@ import pytest
 
 from edgesched.envs import make_config
 from edgesched.envs.central import EdgeSchedCentralEnv
-from edgesched.envs.central_core import CentralHeads
+from edgesched.envs.central_core import LONE_ROWS, CentralHeads
 from edgesched.envs.core import InvalidActionError
 
 
@@ -61,6 +61,39 @@ def _lockstep(name: str, copies: int, steps: int, invalid_every: int = 0, **over
 def test_batched_heads_equal_lone_heads(name, over):
     ends = _lockstep(name, copies=3, steps=600, invalid_every=13, **over)
     assert ends >= 2  # episodes ended and copies restarted inside the run
+
+
+def test_a_lone_head_reads_its_rounds_rows_as_the_batched_path_computes_them():
+    """A lone head's rows of the next jobs (computed together) equal the batched path's.
+
+    The batched heads compute each decision's row alone; a lone head computes rows of
+    several jobs of its round at once (1, 4, then ``LONE_ROWS``) and keeps them until a
+    placement. Rounds here are longer than that (a loaded edge10) and the policy mostly
+    passes, so decisions read full chunks and walk past their ends, and its placements
+    (multi-worker jobs stay current) land inside chunks.
+    """
+    cfg = make_config("edge10", max_slots=40, arrival_rate=2.0)
+    heads, lone = CentralHeads(cfg, copies=2), EdgeSchedCentralEnv(cfg)
+    heads.reset([5, 6])
+    lone.reset(options={"workload_seed": 5})
+    rng = np.random.default_rng(1)
+    deepest, full_chunks, placed_in_chunk = 0, 0, 0
+    for _ in range(1500):
+        obs, masks = heads.observations(), heads.masks()
+        np.testing.assert_array_equal(masks[0], lone.action_masks())
+        np.testing.assert_array_equal(obs[0], lone.heads.observations()[0])
+        cursor, chunk = int(lone.heads._cursor[0]), lone.heads._chunk
+        deepest = max(deepest, cursor)
+        full_chunks += len(chunk[0]) == LONE_ROWS and cursor == chunk[2]
+        feasible = np.flatnonzero(masks[0])
+        a = int(rng.choice(feasible[1:])) if len(feasible) > 1 and rng.random() < 0.3 else 0
+        placed_in_chunk += a > 0 and cursor > chunk[2]
+        heads.step([a, 0])
+        _, _, term, trunc, _ = lone.step(a)
+        if term or trunc:
+            break
+    assert deepest > 2 * LONE_ROWS  # rounds longer than a chunk
+    assert full_chunks > 5 and placed_in_chunk > 5
 
 
 def test_one_copy_runs_a_lone_simulator_and_many_copies_one_batched():
