@@ -83,6 +83,12 @@ class CentralHeads:
         self.info_rows = np.zeros((len(STEP_INFO_KEYS), self.copies), np.int64)
         """The last step's counters, (K, B), one row per key of :data:`STEP_INFO_KEYS`."""
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # pickled before the lone head kept its round's rows (a dqn_central checkpoint's
+        # environment): none kept, so the next decision computes them
+        state.setdefault("_chunk", None)
+        self.__dict__.update(state)
+
     # ------------------------------------------------------------------ episode state
     def end_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """(B,) terminated and (B,) truncated, fresh."""
