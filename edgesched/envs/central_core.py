@@ -232,7 +232,7 @@ class CentralHeads:
         Row ``i`` is the current job's. A decision that passes over a job changes nothing
         the head observes, so the rows of the jobs after it hold until a placement, a clock
         run or a reset (under a random feasible policy about 9 decisions in 10 pass on
-        edge10, 8 in 10 on edge100). After such a change one row is computed; each time
+        edge10, 17 in 20 on edge100). After such a change one row is computed; each time
         the head reads past the rows it has, it computes four times as many (at most
         :data:`LONE_ROWS`), since numpy's fixed cost per call makes a few jobs' rows cost
         about what one job's does. Each row is the same elementwise computation as the
