@@ -94,30 +94,26 @@ _AT_COMMIT = re.compile(r"[0-9a-f]{7,40}:\S+")
 
 
 @cache
-def _history() -> bool:
-    """Whether this checkout has its git history (a plain clone; not a shallow one)."""
+def _git(*args: str) -> str | None:
+    """``git -C <repo> args``'s output, or None where git is missing or the command fails."""
     try:
         out = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--is-shallow-repository"],
-            capture_output=True,
-            text=True,
-            check=False,
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False
         )
     except OSError:
-        return False
-    return out.returncode == 0 and out.stdout.strip() == "false"
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def _history() -> bool:
+    """Whether this checkout has its git history (a plain clone; not a shallow one)."""
+    return (_git("rev-parse", "--is-shallow-repository") or "").strip() == "false"
 
 
 def _source_text(path: str) -> str | None:
     """A source's text (a file of the tree, or ``<commit>:<path>``); None if unreadable."""
     if _AT_COMMIT.fullmatch(path):
-        try:
-            out = subprocess.run(
-                ["git", "-C", str(ROOT), "show", path], capture_output=True, text=True, check=False
-            )
-        except OSError:  # no git here
-            return None
-        return out.stdout if out.returncode == 0 else None
+        return _git("show", path)
     file = ROOT / path
     return file.read_text() if file.is_file() else None
 
