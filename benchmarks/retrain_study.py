@@ -17,8 +17,6 @@ on other seeds (no paired comparison).
 from __future__ import annotations
 
 import argparse
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,33 +24,11 @@ from _report import Report, cpu_name
 from variant_study import ci_cell, curve_cell, print_table
 
 from edgesched.leaderboard.build import compute_rows
-from edgesched.leaderboard.records import group_tables, load_records
+from edgesched.leaderboard.records import RecordError, group_tables, load_records, load_records_at
 from edgesched.leaderboard.studies import paired_reduction, reduction_text
 from edgesched.leaderboard.table import Row, entry_name
 
 RESULTS = "leaderboards/results"
-
-
-def records_at(rev: str, root: Path, folder: str = RESULTS) -> list:
-    """The records of ``folder`` (a path in the repository at ``root``) at revision ``rev``."""
-
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], cwd=root, check=True, capture_output=True, text=True
-        ).stdout
-
-    names = [
-        n for n in git("ls-tree", "-r", "--name-only", rev, folder).split() if n.endswith(".jsonl")
-    ]
-    if not names:
-        raise SystemExit(f"no records under {folder!r} at revision {rev!r}")
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = []
-        for i, name in enumerate(names):
-            path = Path(tmp) / f"{i}_{Path(name).name}"
-            path.write_text(git("show", f"{rev}:{name}"))
-            paths.append(path)
-        return load_records(paths, [])
 
 
 def retrained(before: list[Row], after: list[Row]) -> list[tuple[Row, Row]]:
@@ -87,7 +63,10 @@ def main() -> None:
     root = Path(args.root)
     rep = Report(args.name, args.out)
     t0 = time.perf_counter()
-    then = group_tables(records_at(args.rev, root), superseded=True)
+    try:
+        then = group_tables(load_records_at(args.rev, [RESULTS], root), superseded=True)
+    except RecordError as exc:
+        raise SystemExit(str(exc)) from None
     now = group_tables(load_records([root / RESULTS], []))
     lines, curve_lines = [], []
     for board in args.boards:

@@ -33,6 +33,13 @@ so whether it gains from more steps or only from where its schedule ends shows t
 fourth table applies the leaderboard target's test (``coverage.md``: the learned 95% CI
 wholly below the heuristic's) to each variant against the board's best heuristic, with the
 paired reduction beside it.
+
+``--results-rev REV`` reads the board records as git revision ``REV`` held them, to compare
+a variant with a board entry that a later commit replaced (for example one trained at the
+budget the variant uses, before the board was retrained at a longer one)::
+
+    python benchmarks/variant_study.py --runs outputs/tfe50_own --results-rev e77e399 \
+        --name tapfinger_own_reward_edge50_vs_b150k --out benchmarks/results
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from _report import Report, cpu_name
 from edgesched.experiment.io import atomic_write_bytes
 from edgesched.leaderboard.build import compute_rows
 from edgesched.leaderboard.curves import Curve, render_curves_png
-from edgesched.leaderboard.records import group_tables, load_records
+from edgesched.leaderboard.records import RecordError, group_tables, load_records, load_records_at
 from edgesched.leaderboard.studies import (
     ci_below,
     mean_on_seeds,
@@ -191,7 +198,18 @@ def main(argv: list[str] | None = None) -> None:
         help="collected variant records (.jsonl) to compare as well, e.g. an earlier budget "
         "tier whose run directories are gone",
     )
-    p.add_argument("--results", nargs="+", default=["leaderboards/results"])
+    p.add_argument(
+        "--results",
+        nargs="+",
+        default=["leaderboards/results"],
+        help="the board records the variants are compared with (files or folders)",
+    )
+    p.add_argument(
+        "--results-rev",
+        default="",
+        help="read --results as this git revision held them: compare with board entries "
+        "that a later commit replaced (e.g. an entry since retrained at another budget)",
+    )
     p.add_argument("--name", default="variant_study", help="results file name (no .md)")
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
@@ -209,9 +227,17 @@ def main(argv: list[str] | None = None) -> None:
         for r in variants
         if varied_entry(str(r.data["algo"])) is not None
     }
+    try:
+        board_records = (
+            load_records_at(args.results_rev, args.results)
+            if args.results_rev
+            else load_records(args.results)
+        )
+    except RecordError as exc:
+        raise SystemExit(str(exc)) from None
     committed = [
         r
-        for r in load_records(args.results)
+        for r in board_records
         if (r.data["scenario"], r.data["algo"], r.data["shield"]) not in given
     ]
     tables = group_tables(committed + variants)

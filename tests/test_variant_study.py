@@ -229,3 +229,56 @@ def test_a_variant_already_on_the_board_is_read_once(study, tmp_path):
     (base,) = _results("tapfinger-hetero6_tapfinger.jsonl")
     with pytest.raises(RecordError, match="duplicate entry"):
         study.main(["--results", *board, "--variant-results", variant, base])
+
+
+def test_results_rev_compares_with_the_board_entry_a_later_commit_replaced(
+    study, tmp_path, monkeypatch
+):
+    """``--results-rev``: the board records as a revision held them, not the working tree's.
+
+    ``mappo`` is retrained after the commit (twice the JCT on every workload); its variant
+    halves the committed entry's JCT, so against the revision it is 50% lower and against
+    the working tree 75% lower.
+    """
+    import json
+    import subprocess
+
+    from test_leaderboard import _fixture_rows, _write
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    results = tmp_path / "leaderboards" / "results"
+    results.mkdir(parents=True)
+    rows = _fixture_rows()
+    _write(results / "edge10.jsonl", rows)
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "board")
+
+    def scaled(algo: str, factor: float, name: str) -> list[dict]:
+        out = [json.loads(json.dumps(r)) for r in rows if r["algo"] == algo]
+        for r in out:
+            r["algo"] = name
+            for e in r["per_episode"]:
+                e["jct_mean"] *= factor
+        return out
+
+    retrained = [r for r in rows if r["algo"] != "mappo"] + scaled("mappo", 2.0, "mappo")
+    _write(results / "edge10.jsonl", retrained)
+    variant = _write(tmp_path / "own.jsonl", scaled("mappo", 0.5, "mappo-own"))
+    monkeypatch.chdir(tmp_path)
+    args = ["--results", "leaderboards/results", "--variant-results", str(variant)]
+    study.main([*args, "--results-rev", "HEAD", "--name", "then", "--out", str(tmp_path)])
+    study.main([*args, "--name", "now", "--out", str(tmp_path)])
+    then = (tmp_path / "then.md").read_text()
+    now = (tmp_path / "now.md").read_text()
+    assert "| edge10 | mappo | mappo-own | 3 vs 3 |" in then
+    assert "50.0% lower [50.0%, 50.0%]" in then
+    assert "75.0% lower [75.0%, 75.0%]" in now
+    with pytest.raises(SystemExit, match="rev='no-such-rev'"):
+        study.main([*args, "--results-rev", "no-such-rev"])
+    with pytest.raises(SystemExit, match="results='nowhere'"):
+        study.main(
+            ["--results", "nowhere", "--variant-results", str(variant), "--results-rev", "HEAD"]
+        )

@@ -236,9 +236,10 @@ def _check_episode_values(rec: Record, i: int, row: dict[str, Any]) -> None:
         _check_number(rec, f"{where}.{key}", value, nullable=not required)
 
 
-def _parse_jsonl(path: Path) -> list[Record]:
+def _parse_jsonl(path: Path, text: str | None = None) -> list[Record]:
     out = []
-    for i, line in enumerate(path.read_text().splitlines(), start=1):
+    text = path.read_text() if text is None else text
+    for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -290,6 +291,50 @@ def load_records(
     versions is reported as such).
     """
     records = load_results(results) + load_runs(runs)
+    for rec in records:
+        check_record(rec, current_version=False)
+    return records
+
+
+def load_records_at(
+    rev: str, results: Iterable[str | Path], root: str | Path = "."
+) -> list[Record]:
+    """:func:`load_records` of results files or folders as git revision ``rev`` held them.
+
+    For a comparison with records that a later commit replaced (an entry retrained at
+    another budget): ``load_records_at("e77e399", ["leaderboards/results"])``. Each record's
+    ``path`` reads ``<rev>:<file>``.
+
+    Args:
+        rev: a git revision of the repository at ``root``.
+        results: ``*.jsonl`` files or folders (every ``*.jsonl`` below), relative to ``root``.
+        root: the repository.
+
+    Raises:
+        RecordError: ``rev`` is not a revision there, or a path held no records at it.
+    """
+    import subprocess
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", *args], cwd=root, check=True, capture_output=True, text=True
+            ).stdout
+        except (OSError, subprocess.CalledProcessError) as exc:
+            err = getattr(exc, "stderr", "") or exc
+            raise RecordError(f"rev={rev!r}: git {args[0]} failed in {root}: {err}") from None
+
+    records: list[Record] = []
+    for folder in results:
+        names = [
+            n
+            for n in git("ls-tree", "-r", "--name-only", rev, "--", str(folder)).split()
+            if n.endswith(".jsonl")
+        ]
+        if not names:
+            raise RecordError(f"results={str(folder)!r}: no *.jsonl records at revision {rev!r}")
+        for name in names:
+            records += _parse_jsonl(Path(f"{rev}:{name}"), git("show", f"{rev}:{name}"))
     for rec in records:
         check_record(rec, current_version=False)
     return records
