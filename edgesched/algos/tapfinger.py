@@ -42,7 +42,12 @@ agent and a running job to the agent that placed it, so with shared visibility a
 places another agent's job takes over its cost: learning from its own reward, it learns to
 leave other agents' jobs waiting (measured: the training JCT on ``tapfinger-hetero6`` rose
 from 21 to 25 slots over the first 180 updates of a default run). The mean sums to the
-cluster's total completion time (Little's law), the objective TapFinger minimizes.
+cluster's total completion time (Little's law), the objective TapFinger minimizes. Where a
+waiting job is visible to its home agent only (the edge scenarios), that transfer cannot
+happen and the mean dilutes each agent's credit by the number of agents: on edge50, three
+runs of ``algo.team_reward=false`` at the default budget ended 38.6% below the mean-reward
+runs of the same budget, paired over the held-out seeds (``docs/tapfinger.md``, *edge50*).
+The default stays the mean until the edge boards' entries are retrained with the own reward.
 
 **Critic**: ``V_i = f([h_agent_i, mean of all node embeddings])`` (centralized through the
 graph). PPO details as in :mod:`edgesched.algos.mappo` (GAE, value normalization, clipped
