@@ -328,7 +328,7 @@ def load_records_at(
     for folder in results:
         names = [
             n
-            for n in git("ls-tree", "-r", "--name-only", rev, "--", str(folder)).split()
+            for n in git("ls-tree", "-r", "--name-only", rev, "--", str(folder)).splitlines()
             if n.endswith(".jsonl")
         ]
         if not names:
