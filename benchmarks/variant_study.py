@@ -38,8 +38,9 @@ paired reduction beside it.
 a variant with a board entry that a later commit replaced (for example one trained at the
 budget the variant uses, before the board was retrained at a longer one)::
 
-    python benchmarks/variant_study.py --runs outputs/tfe50_own --results-rev e77e399 \
-        --name tapfinger_own_reward_edge50_vs_b150k --out benchmarks/results
+    python benchmarks/variant_study.py \
+        --variant-results leaderboards/studies/variants/edge50_tapfinger-own-b150k.jsonl \
+        --results-rev e77e399 --name tapfinger_own_reward_edge50_b150k --out benchmarks/results
 """
 
 from __future__ import annotations
