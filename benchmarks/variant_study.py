@@ -219,7 +219,10 @@ def main(argv: list[str] | None = None) -> None:
     rep = Report(args.name, args.out)
     t0 = time.perf_counter()
     variants = load_records(args.variant_results, args.runs)
-    ours = {(r.data["algo"], r.data["shield"]) for r in variants}
+    # the records given, by identity: a variant name given for one board must not pair a
+    # variant of the same name that another board's results hold (edge10's tapfinger-own
+    # given, edge50's on the board)
+    given_ids = {id(r) for r in variants}
     # a variant already on a board (collected into its results) is read from the runs given,
     # not twice: its records on that board are left out. Only variants: a default entry
     # given again is still refused as a duplicate (it is what the variants are compared to)
@@ -247,7 +250,9 @@ def main(argv: list[str] | None = None) -> None:
     plots: dict[str, tuple[list[Row], dict[str, float]]] = {}
     for board, recs in tables.items():
         rows = compute_rows(recs)
-        found = pairs(rows, ours)
+        found = pairs(
+            rows, {(r.data["algo"], r.data["shield"]) for r in recs if id(r) in given_ids}
+        )
         heuristics = [r for r in rows if not r.learned]
         top = min(heuristics, key=lambda r: r.mean.value) if heuristics else None
         for stem, group in curve_groups(board, found).items():
