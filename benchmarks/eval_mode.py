@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 from _report import Report, cpu_name
 
 from edgesched.experiment.evaluation import LearnedScheduler, evaluate_scheduler, load_policy
@@ -105,6 +106,11 @@ def entries(paths: list[str]) -> list[list[Record]]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # one thread, as `leaderboard validate` replays the records: a replay scores one small
+    # batch per decision, where more intra-op threads only contend with anything else
+    # running (decision_census on edge10 beside three training runs: 66 s with one
+    # thread, still unfinished after 40 min with torch's default)
+    torch.set_num_threads(1)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", nargs="+", required=True, help="results files (JSON lines)")
     p.add_argument("--root", default=".", help="the repository (policy paths are relative)")

@@ -39,6 +39,7 @@ import argparse
 import json
 from pathlib import Path
 
+import torch
 from _report import Report, cpu_name
 
 from edgesched.algos import algo_config, make_trainer
@@ -54,6 +55,11 @@ from edgesched.leaderboard.records import load_results
 
 
 def main() -> None:
+    # one thread, as `leaderboard validate` replays the records: a replay scores one small
+    # batch per decision, where more intra-op threads only contend with anything else
+    # running (decision_census on edge10 beside three training runs: 66 s with one
+    # thread, still unfinished after 40 min with torch's default)
+    torch.set_num_threads(1)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", default="", help="folder holding RLPTO run folders")
     parser.add_argument(
