@@ -46,8 +46,8 @@ cluster's total completion time (Little's law), the objective TapFinger minimize
 waiting job is visible to its home agent only (the edge scenarios), that transfer cannot
 happen and the mean dilutes each agent's credit by the number of agents: on edge50, three
 runs of ``algo.team_reward=false`` at the default budget ended 38.6% below the mean-reward
-runs of the same budget, paired over the held-out seeds, and on edge10 (10 agents) 18.0%
-below (``docs/tapfinger.md``, *edge50*).
+runs of the same budget, paired over the held-out seeds, on edge100 37.9% below and on
+edge10 (10 agents) 18.0% below (``docs/tapfinger.md``, *edge50*).
 The default stays the mean until the edge boards' entries are retrained with the own reward.
 
 **Critic**: ``V_i = f([h_agent_i, mean of all node embeddings])`` (centralized through the
