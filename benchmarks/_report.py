@@ -23,6 +23,19 @@ def cpu_name() -> str:
         return platform.machine()
 
 
+def replay_on_one_thread() -> None:
+    """Run torch on one thread, as ``leaderboard validate`` replays the records.
+
+    A policy replay scores one small batch per decision, where more intra-op threads only
+    contend with whatever else runs: ``decision_census.py --boards edge10`` beside three
+    training runs took 66 s on one thread and was unfinished after 40 minutes on torch's
+    default. One thread is also the setting the records' evaluations ran with.
+    """
+    import torch  # here, not at the top: most benchmarks use no torch
+
+    torch.set_num_threads(1)
+
+
 class Report:
     """Collects printed lines; :meth:`save` writes them as one Markdown results file."""
 

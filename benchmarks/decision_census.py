@@ -36,8 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import torch
-from _report import Report, cpu_name
+from _report import Report, cpu_name, replay_on_one_thread
 
 from edgesched.baselines import make_baseline
 from edgesched.experiment.evaluation import (
@@ -188,11 +187,7 @@ def heuristic_rows(
 
 
 def main() -> None:
-    # one thread, as `leaderboard validate` replays the records: a replay scores one small
-    # batch per decision, where more intra-op threads only contend with anything else
-    # running (decision_census on edge10 beside three training runs: 66 s with one
-    # thread, still unfinished after 40 min with torch's default)
-    torch.set_num_threads(1)
+    replay_on_one_thread()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--boards", nargs="+", default=["edge50", "edge50-highload"])
     p.add_argument("--seeds", nargs="+", type=int, default=[10000, 10001])

@@ -34,8 +34,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
-from _report import Report, cpu_name
+from _report import Report, cpu_name, replay_on_one_thread
 
 from edgesched.experiment.evaluation import LearnedScheduler, evaluate_scheduler, load_policy
 from edgesched.leaderboard.records import Record, load_records
@@ -106,11 +105,7 @@ def entries(paths: list[str]) -> list[list[Record]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    # one thread, as `leaderboard validate` replays the records: a replay scores one small
-    # batch per decision, where more intra-op threads only contend with anything else
-    # running (decision_census on edge10 beside three training runs: 66 s with one
-    # thread, still unfinished after 40 min with torch's default)
-    torch.set_num_threads(1)
+    replay_on_one_thread()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", nargs="+", required=True, help="results files (JSON lines)")
     p.add_argument("--root", default=".", help="the repository (policy paths are relative)")

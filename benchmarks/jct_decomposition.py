@@ -36,8 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-from _report import Report, cpu_name
+from _report import Report, cpu_name, replay_on_one_thread
 
 from edgesched.baselines import make_baseline
 from edgesched.envs.core import DONE, NOT_ARRIVED
@@ -235,11 +234,7 @@ def evaluate(policy: Any, handle: Any, seeds: list[int], shield: str, kwargs: di
 
 def main() -> None:
     """Replay the heuristics and policy files; print (and write) the two tables."""
-    # one thread, as `leaderboard validate` replays the records: a replay scores one small
-    # batch per decision, where more intra-op threads only contend with anything else
-    # running (decision_census on edge10 beside three training runs: 66 s with one
-    # thread, still unfinished after 40 min with torch's default)
-    torch.set_num_threads(1)
+    replay_on_one_thread()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--board", default="tapfinger-hetero6", help="scenario (latest version)")
     p.add_argument("--entries", nargs="+", default=list(DEFAULT_ENTRIES), help="policy stems")

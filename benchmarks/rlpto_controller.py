@@ -39,8 +39,7 @@ import argparse
 import json
 from pathlib import Path
 
-import torch
-from _report import Report, cpu_name
+from _report import Report, cpu_name, replay_on_one_thread
 
 from edgesched.algos import algo_config, make_trainer
 from edgesched.algos.rlpto.diagnostics import (
@@ -55,11 +54,7 @@ from edgesched.leaderboard.records import load_results
 
 
 def main() -> None:
-    # one thread, as `leaderboard validate` replays the records: a replay scores one small
-    # batch per decision, where more intra-op threads only contend with anything else
-    # running (decision_census on edge10 beside three training runs: 66 s with one
-    # thread, still unfinished after 40 min with torch's default)
-    torch.set_num_threads(1)
+    replay_on_one_thread()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", default="", help="folder holding RLPTO run folders")
     parser.add_argument(

@@ -18,8 +18,7 @@ import argparse
 import time
 
 import numpy as np
-import torch
-from _report import Report, cpu_name
+from _report import Report, cpu_name, replay_on_one_thread
 from tapfinger_budget import baseline_jct
 
 from edgesched.experiment.evaluation import evaluate_scheduler, load_policy
@@ -40,11 +39,7 @@ def per_seed_jct(path: str, scenario: str, seeds: list[int], wc: bool | None) ->
 
 def main() -> None:
     """Evaluate the policies both ways and the baselines; print (and write) the table."""
-    # one thread, as `leaderboard validate` replays the records: a replay scores one small
-    # batch per decision, where more intra-op threads only contend with anything else
-    # running (decision_census on edge10 beside three training runs: 66 s with one
-    # thread, still unfinished after 40 min with torch's default)
-    torch.set_num_threads(1)
+    replay_on_one_thread()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--policies", nargs="+", default=BOARD_POLICIES, help="policy.pt files")
     p.add_argument("--scenario", default="tapfinger-hetero6", help="scenario (its latest version)")
