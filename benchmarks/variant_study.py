@@ -219,10 +219,9 @@ def main(argv: list[str] | None = None) -> None:
     rep = Report(args.name, args.out)
     t0 = time.perf_counter()
     variants = load_records(args.variant_results, args.runs)
-    # the records given, by identity: a variant name given for one board must not pair a
-    # variant of the same name that another board's results hold (edge10's tapfinger-own
-    # given, edge50's on the board)
-    given_ids = {id(r) for r in variants}
+    # per board: a variant given for one board must not pair a variant of the same name that
+    # another board's results hold (edge10's tapfinger-own given, edge50's on the board)
+    ours = {(r.scenario_name, r.data["algo"], r.data["shield"]) for r in variants}
     # a variant already on a board (collected into its results) is read from the runs given,
     # not twice: its records on that board are left out. Only variants: a default entry
     # given again is still refused as a duplicate (it is what the variants are compared to)
@@ -250,9 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     plots: dict[str, tuple[list[Row], dict[str, float]]] = {}
     for board, recs in tables.items():
         rows = compute_rows(recs)
-        found = pairs(
-            rows, {(r.data["algo"], r.data["shield"]) for r in recs if id(r) in given_ids}
-        )
+        found = pairs(rows, {(a, sh) for b, a, sh in ours if b == board})
         heuristics = [r for r in rows if not r.learned]
         top = min(heuristics, key=lambda r: r.mean.value) if heuristics else None
         for stem, group in curve_groups(board, found).items():

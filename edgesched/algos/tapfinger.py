@@ -48,7 +48,8 @@ happen and the mean dilutes each agent's credit by the number of agents: on edge
 runs of ``algo.team_reward=false`` at the default budget ended 38.6% below the mean-reward
 runs of the same budget, paired over the held-out seeds, on edge100 37.9% below and on
 edge10 (10 agents) 18.0% below (``docs/tapfinger.md``, *edge50*).
-The default stays the mean until the edge boards' entries are retrained with the own reward.
+The default stays the mean for now: following the visibility instead would rename every edge
+board's ``tapfinger`` entry and needs edge50-highload's retrained at its 2,399,744 steps.
 
 **Critic**: ``V_i = f([h_agent_i, mean of all node embeddings])`` (centralized through the
 graph). PPO details as in :mod:`edgesched.algos.mappo` (GAE, value normalization, clipped
