@@ -46,10 +46,11 @@ cluster's total completion time (Little's law), the objective TapFinger minimize
 waiting job is visible to its home agent only (the edge scenarios), that transfer cannot
 happen and the mean dilutes each agent's credit by the number of agents: on edge50, three
 runs of ``algo.team_reward=false`` at the default budget ended 38.6% below the mean-reward
-runs of the same budget, paired over the held-out seeds, on edge100 37.9% below and on
-edge10 (10 agents) 18.0% below (``docs/tapfinger.md``, *edge50*).
-The default stays the mean for now: following the visibility instead would rename every edge
-board's ``tapfinger`` entry and needs edge50-highload's retrained at its 2,399,744 steps.
+runs of the same budget, paired over the held-out seeds, on edge100 37.9% below, on
+edge10 (10 agents) 18.0% below and on edge50-highload 30.7% below (``docs/tapfinger.md``,
+*edge50*). The default stays the mean for now: following the visibility instead would rename
+every edge board's ``tapfinger`` entry, and edge50-highload's board budget (2,399,744 steps)
+is beyond this machine for TapFinger, so neither of its entries is trained at it.
 
 **Critic**: ``V_i = f([h_agent_i, mean of all node embeddings])`` (centralized through the
 graph). PPO details as in :mod:`edgesched.algos.mappo` (GAE, value normalization, clipped
