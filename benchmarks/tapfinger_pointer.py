@@ -42,7 +42,8 @@ from edgesched.algos.tapfinger import _masks
 from edgesched.envs.handle import resolve_scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import Report, cpu_name  # benchmarks/ is a folder of scripts, not a package
+# benchmarks/ is a folder of scripts, not a package
+from _report import Report, cpu_name, replay_on_one_thread
 
 
 def pointer_stats(path: str | Path, steps: int, copies: int, seed: int) -> dict[str, float]:
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if args.steps < 1 or args.copies < 1:
         p.error(f"--steps={args.steps} --copies={args.copies}: need positive integers")
-    torch.set_num_threads(1)
+    replay_on_one_thread()
     t0 = time.perf_counter()
     rows: list[tuple[str, Any]] = []
     for path in args.policies:
