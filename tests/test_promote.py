@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 from edgesched.algos import algo_config  # noqa: E402
 from edgesched.leaderboard.__main__ import main  # noqa: E402
 from edgesched.leaderboard.build import build  # noqa: E402
-from edgesched.leaderboard.promote import budget_label, promote  # noqa: E402
+from edgesched.leaderboard.promote import budget_label, promote, promote_variant  # noqa: E402
 from edgesched.leaderboard.records import RecordError  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "leaderboard" / "records.jsonl"
@@ -239,3 +239,158 @@ def test_a_study_that_differs_from_the_entry_it_was_promoted_to_is_not_overwritt
     with pytest.raises(RecordError, match="exists"):
         promote(study, board, root=root)
     assert earlier.read_text() == text and board.read_text() == board_text
+
+
+# ------------------------------------------------------------------ promote_variant
+LONGER = {"env_steps": 299_520, "updates": 585}
+
+
+@pytest.fixture
+def swap(tmp_path, monkeypatch):
+    """edge10 with tapfinger on the mean reward, its own-reward variant and both studies."""
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path
+    mean = [_learned(root, "tapfinger", s, AT_BUDGET, team_reward=True) for s in range(3)]
+    _write(root / "leaderboards/results/edge10.jsonl", [_fixture('"random"'), *mean])
+    own = [_learned(root, "tapfinger-own", s, AT_BUDGET, team_reward=False) for s in range(3)]
+    _write(root / "leaderboards/results/edge10_tapfinger-own.jsonl", own)
+    budget = root / "leaderboards/studies/budget"
+    mean_b = [_learned(root, "tapfinger-b300k", s, LONGER, team_reward=True) for s in range(3)]
+    _write(budget / "edge10_tapfinger-b300k.jsonl", mean_b)
+    own_b = [_learned(root, "tapfinger-own-b300k", s, LONGER, team_reward=False) for s in range(3)]
+    _write(budget / "edge10_tapfinger-own-b300k.jsonl", own_b)
+    return root
+
+
+def _policy(root: Path, name: str, seed: int) -> bytes:
+    return (root / f"leaderboards/policies/edge10/{name}_seed{seed}.pt").read_bytes()
+
+
+def test_a_variant_with_todays_defaults_becomes_the_entry_and_the_entry_a_variant(swap):
+    root = swap
+    was = {n: _policy(root, n, 1) for n in ("tapfinger", "tapfinger-own", "tapfinger-own-b300k")}
+    own_rows = _read(root / "leaderboards/results/edge10_tapfinger-own.jsonl")
+    renames = promote_variant("edge10", "tapfinger", "own", "mean", root=root)
+    assert renames == {
+        "tapfinger": "tapfinger-mean",
+        "tapfinger-b300k": "tapfinger-mean-b300k",
+        "tapfinger-own": "tapfinger",
+        "tapfinger-own-b300k": "tapfinger-b300k",
+    }
+    results, budget = root / "leaderboards/results", root / "leaderboards/studies/budget"
+    # a file named for one renamed entry is renamed with it; a mixed file keeps its name
+    assert sorted(p.name for p in results.iterdir()) == ["edge10.jsonl", "edge10_tapfinger.jsonl"]
+    assert sorted(p.name for p in budget.iterdir()) == [
+        "edge10_tapfinger-b300k.jsonl",
+        "edge10_tapfinger-mean-b300k.jsonl",
+    ]
+    board = _read(results / "edge10.jsonl")
+    assert [(r["algo"], r.get("renamed_from")) for r in board] == [("random", None)] + [
+        ("tapfinger-mean", "tapfinger")
+    ] * 3
+    entry = _read(results / "edge10_tapfinger.jsonl")
+    for row, before in zip(entry, own_rows, strict=True):
+        assert row["algo"] == "tapfinger" and row["renamed_from"] == "tapfinger-own"
+        assert row["per_episode"] == before["per_episode"]
+        assert row["config_hash"] == before["config_hash"]
+    # every policy followed its run, the variant's after the previous entry left its path
+    assert (root / entry[1]["policy"]).read_bytes() == was["tapfinger-own"]
+    assert (root / board[2]["policy"]).read_bytes() == was["tapfinger"]
+    longer = _read(budget / "edge10_tapfinger-b300k.jsonl")
+    assert (root / longer[1]["policy"]).read_bytes() == was["tapfinger-own-b300k"]
+    left = sorted(p.name for p in (root / "leaderboards/policies/edge10").iterdir())
+    assert not [n for n in left if "own" in n]  # no record names them any more
+    # the board builds with tapfinger as today's algorithm, the mean-reward runs a variant
+    build(sorted(results.iterdir()), [], root / "out", plots=False, root=root)
+    page = (root / "out" / "coverage.md").read_text()
+    assert "None: every learned entry is trained with today's defaults." in page
+    # done once: the variant is gone, so a second run has nothing to promote
+    with pytest.raises(RecordError, match="no records of tapfinger-own"):
+        promote_variant("edge10", "tapfinger", "own", "mean", root=root)
+
+
+def test_a_variant_that_is_not_todays_default_is_not_promoted(swap):
+    root = swap
+    path = root / "leaderboards/results/edge10_tapfinger-own.jsonl"
+    text = path.read_text()
+    _single(
+        root,
+        "leaderboards/results/edge10_tapfinger-own.jsonl",
+        "tapfinger-own",
+        0,
+        AT_BUDGET,
+        team_reward=False,
+        epochs=8,
+    )
+    with pytest.raises(RecordError, match=r"would not be today's tapfinger: epochs `8`"):
+        promote_variant("edge10", "tapfinger", "own", "mean", root=root)
+    path.write_text(text)
+    # an entry already trained as today's is not demoted
+    _single(root, "leaderboards/results/edge10.jsonl", "tapfinger", 0, AT_BUDGET, team_reward=False)
+    before = {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    with pytest.raises(RecordError, match="trained with today's defaults; it stays tapfinger"):
+        promote_variant("edge10", "tapfinger", "own", "mean", root=root)
+    assert {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()} == before
+
+
+def test_a_variant_at_another_budget_or_a_taken_name_is_refused(swap):
+    root = swap
+    _single(
+        root,
+        "leaderboards/results/edge10_tapfinger-own.jsonl",
+        "tapfinger-own",
+        0,
+        LONGER,
+        team_reward=False,
+    )
+    with pytest.raises(RecordError, match="trained at different budgets"):
+        promote_variant("edge10", "tapfinger", "own", "mean", root=root)
+    _single(
+        root,
+        "leaderboards/results/edge10_tapfinger-mean.jsonl",
+        "tapfinger-mean",
+        0,
+        AT_BUDGET,
+        team_reward=True,
+    )
+    with pytest.raises(RecordError, match=r"entries \['tapfinger-mean'\] exist already"):
+        promote_variant("edge10", "tapfinger", "own", "mean", root=root)
+    for bad in ("a-b", "b300k", ""):
+        with pytest.raises(RecordError, match=f"variant={bad!r} is not allowed"):
+            promote_variant("edge10", "tapfinger", bad, "mean", root=root)
+
+
+def test_promote_variant_on_the_command_line(swap, capsys):
+    root = swap
+    args = ["promote-variant", "--board", "edge10", "--entry", "tapfinger", "--root", str(root)]
+    assert main([*args, "--variant", "wide", "--demote-to", "mean"]) == 2
+    assert "no records of tapfinger-wide" in capsys.readouterr().err
+    assert main([*args, "--variant", "own", "--demote-to", "mean"]) == 0
+    assert "tapfinger-own -> tapfinger" in capsys.readouterr().err
+
+
+def test_a_second_promotion_leaves_the_first_ones_files_alone(swap):
+    root = swap
+    promote_variant("edge10", "tapfinger", "own", "mean", root=root)
+    files = sorted((root / "leaderboards").rglob("*tapfinger*"))
+    before = {p: p.read_bytes() for p in files}
+    board = root / "leaderboards/results/edge10.jsonl"
+    rows = _read(board) + [_learned(root, "mappo", s, AT_BUDGET, epochs=8) for s in range(3)]
+    _write(board, rows)
+    _write(
+        root / "leaderboards/results/edge10_mappo-wide.jsonl",
+        [_learned(root, "mappo-wide", s, AT_BUDGET) for s in range(3)],
+    )
+    lines: list[str] = []
+    assert promote_variant("edge10", "mappo", "wide", "e8", root=root, log=lines.append) == {
+        "mappo": "mappo-e8",
+        "mappo-wide": "mappo",
+    }
+    assert not [line for line in lines if "tapfinger" in line]
+    assert sorted((root / "leaderboards").rglob("*tapfinger*")) == files
+    assert {p: p.read_bytes() for p in files} == before
+    assert sorted(p.name for p in (root / "leaderboards/results").iterdir()) == [
+        "edge10.jsonl",
+        "edge10_mappo.jsonl",
+        "edge10_tapfinger.jsonl",
+    ]

@@ -47,6 +47,23 @@ def test_a_key_missing_from_an_old_config_is_what_that_run_trained_with():
     assert algo_changes(old_srole) == [("shield_training", "`'postposed'`", "`'preemptive'`")]
 
 
+def test_a_default_that_follows_the_scenario_is_compared_as_it_resolves_there():
+    from edgesched.envs.handle import resolve_scenario
+
+    edge, tfh6 = (resolve_scenario(n).config for n in ("edge50", "tapfinger-hetero6"))
+    own, mean = ({**_default("tapfinger"), "team_reward": v} for v in (False, True))
+    # TapFinger's team_reward=None: each agent's own reward on an edge board, the mean on
+    # tapfinger-hetero6; a stored value is compared with what the default is there
+    assert algo_changes(own, "none", edge) == []
+    assert algo_changes(mean, "none", edge) == [("team_reward", "`True`", "`False`")]
+    assert algo_changes(mean, "none", tfh6) == []
+    assert algo_changes(own, "none", tfh6) == [("team_reward", "`False`", "`True`")]
+    # a stored None trained with what it resolved to: no change where it resolves alike
+    assert algo_changes(_default("tapfinger"), "none", edge) == []
+    # without the scenario the default cannot be resolved: any stored value differs
+    assert algo_changes(own) == [("team_reward", "`False`", "`None`")]
+
+
 def test_a_key_the_stored_settings_make_inert_is_no_change():
     from edgesched.algos import config_from_dict
 

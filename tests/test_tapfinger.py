@@ -474,6 +474,31 @@ def test_team_reward_trains_on_the_agents_mean_reward():
     np.testing.assert_allclose(team, np.repeat(local.mean(-1, keepdims=True), 6, -1), rtol=1e-6)
 
 
+def test_the_default_reward_follows_the_scenario():
+    """``team_reward=None``: the mean where a waiting job's cost can pass between agents."""
+    from edgesched.algos import tapfinger_team_reward
+    from edgesched.algos.common import VecSim
+
+    def resolved(name: str, **overrides) -> bool:
+        return tapfinger_team_reward(None, make_config(name, **overrides), "algo.team_reward")
+
+    assert resolved("tapfinger-hetero6") is True  # shared visibility, home agent pays
+    assert resolved("tapfinger-hetero6", waiting_charge="every_viewer") is False
+    assert resolved("edge10") is False and resolved("edge50-highload") is False
+    assert tapfinger_team_reward(True, None, "x") is True  # explicit values stand
+    with pytest.raises(ValueError, match=r"algo.team_reward=None follows the scenario"):
+        tapfinger_team_reward(None, None, "algo.team_reward")
+    # and the trainer learns from what it resolves to: edge10's default is the own reward
+    batches = {}
+    for team in (None, False):
+        vec = VecSim(make_config("edge10"), 2, 0, "edge10")
+        tr = TapFingerTrainer(_cfg(team_reward=team), EnvSpec.of(vec.sim), 0)
+        assert tr.team_reward is False
+        batches[team] = tr.collect(vec, 8)["rewards"]
+    np.testing.assert_array_equal(batches[None], batches[False])
+    assert (batches[None] != batches[None][..., :1]).any(), "fixture: rewards never differ"
+
+
 def test_evaluation_samples_with_seeds_drawn_from_the_workload():
     from edgesched.experiment.evaluation import LearnedScheduler, evaluate_scheduler
 

@@ -232,18 +232,18 @@ def test_a_variant_already_on_the_board_is_read_once(study, tmp_path):
 
 
 def test_a_variant_is_paired_on_the_boards_it_was_given_for_only(study, tmp_path):
-    """edge10's ``tapfinger-own`` given; edge50's, of the same name, is on the board: the
+    """edge100's ``tapfinger-mean`` given; edge50's, of the same name, is on the board: the
     page compares the one given, not every board's variant of that name."""
     board = _results(
         "baselines_edge_v1.jsonl",
-        "edge10_learned.jsonl",
+        "edge100_tapfinger.jsonl",
         "edge50_tapfinger.jsonl",
-        "edge50_tapfinger-own.jsonl",
+        "edge50_tapfinger-mean.jsonl",
     )
-    (variant,) = _results("edge10_tapfinger-own.jsonl")
+    (variant,) = _results("edge100_tapfinger-mean.jsonl")
     study.main(["--results", *board, "--variant-results", variant, "--out", str(tmp_path)])
     text = (tmp_path / "variant_study.md").read_text()
-    assert "| edge10 | tapfinger | tapfinger-own | 3 vs 3 |" in text
+    assert "| edge100 | tapfinger | tapfinger-mean | 3 vs 3 |" in text
     assert "| edge50 |" not in text
 
 

@@ -219,6 +219,20 @@ class AlgorithmConfig:
     name: str = MISSING
     variant: str = ""
 
+    def for_scenario(self, sim_config: Any) -> AlgorithmConfig:
+        """These settings with every scenario-dependent default resolved for ``sim_config``.
+
+        A key may default to ``None``, meaning "what suits the scenario" (TapFinger's
+        ``team_reward``); the trainer resolves it from the scenario it is built for, and
+        provenance compares stored and default settings resolved the same way. Keys without
+        such a default are returned as they are (this base: ``self``).
+
+        Args:
+            sim_config: the scenario's :class:`~edgesched.envs.config.SimConfig`, or
+                ``None`` when unknown (then a ``None`` default stays ``None``).
+        """
+        return self
+
     def inert_keys(self, shield: str) -> frozenset[str]:
         """Hyperparameters that cannot change training under these settings and ``shield``.
 

@@ -36,21 +36,22 @@ the scenario option ``conflict_rule='fit_argmax'``. The learner resolves its age
 contests before the step, so the scenario's ``conflict_rule`` never sees one of them; the
 algorithm key is what selects the original's rule for TapFinger.
 
-**Reward** (``algo.team_reward``, on by default in ``conf/algo/tapfinger.yaml``): each agent
-learns from the mean of all agents' rewards. The simulator charges a queued job to its home
-agent and a running job to the agent that placed it, so with shared visibility an agent that
-places another agent's job takes over its cost: learning from its own reward, it learns to
-leave other agents' jobs waiting (measured: the training JCT on ``tapfinger-hetero6`` rose
-from 21 to 25 slots over the first 180 updates of a default run). The mean sums to the
-cluster's total completion time (Little's law), the objective TapFinger minimizes. Where a
-waiting job is visible to its home agent only (the edge scenarios), that transfer cannot
-happen and the mean dilutes each agent's credit by the number of agents: on edge50, three
-runs of ``algo.team_reward=false`` at the default budget ended 38.6% below the mean-reward
-runs of the same budget, paired over the held-out seeds, on edge100 37.9% below, on
-edge10 (10 agents) 18.0% below and on edge50-highload 30.7% below (``docs/tapfinger.md``,
-*edge50*). The default stays the mean for now: following the visibility instead would rename
-every edge board's ``tapfinger`` entry, and edge50-highload's board budget (2,399,744 steps)
-is beyond this machine for TapFinger, so neither of its entries is trained at it.
+**Reward** (``algo.team_reward``; ``null`` by default in ``conf/algo/tapfinger.yaml``,
+resolved per scenario by :func:`edgesched.algos.tapfinger_team_reward`): each agent learns
+from the mean of all agents' rewards where a waiting job's cost can pass between agents, and
+from its own reward elsewhere. The simulator charges a queued job to its home agent and a
+running job to the agent that placed it, so with shared visibility (``tapfinger-hetero6``)
+an agent that places another agent's job takes over its cost: learning from its own reward,
+it learns to leave other agents' jobs waiting (measured: the training JCT on
+``tapfinger-hetero6`` rose from 21 to 25 slots over the first 180 updates of a default run).
+The mean sums to the cluster's total completion time (Little's law), the objective
+TapFinger minimizes. Where a waiting job is visible to its home agent only (the edge
+scenarios), that transfer cannot happen and the mean dilutes each agent's credit by the
+number of agents: on its own reward TapFinger ended 18.0% (edge10), 42.4% (edge50), 37.9%
+(edge100) and 30.7% (edge50-highload) lower in mean JCT than on the mean, paired at the same
+budget (``docs/tapfinger.md``, *edge50*; the mean-reward runs are the boards' variant
+``tapfinger-mean``). Under ``waiting_charge="every_viewer"`` every agent that sees a
+job pays for it, the original code's per-agent reward, so the own reward is used there too.
 
 **Critic**: ``V_i = f([h_agent_i, mean of all node embeddings])`` (centralized through the
 graph). PPO details as in :mod:`edgesched.algos.mappo` (GAE, value normalization, clipped
@@ -81,7 +82,7 @@ from torch import nn
 from edgesched.envs.core import NODE_FEATURES
 from edgesched.policy import EnvSpec
 
-from . import TAPFINGER_CONFLICT_WINNERS
+from . import TAPFINGER_CONFLICT_WINNERS, tapfinger_team_reward
 from .common import (
     PPOEpochs,
     RunningMeanStd,
@@ -358,7 +359,9 @@ class TapFingerTrainer:
         clip = float(getattr(cfg, "pointer_clip", 0.0))
         self.actor = TapFingerNet(spec, int(cfg.gnn_hidden), layers, int(cfg.gnn_heads), clip)
         self.pointer = bool(cfg.pointer)
-        self.team_reward = bool(cfg.team_reward)
+        self.team_reward = tapfinger_team_reward(
+            getattr(cfg, "team_reward", False), spec.config, "algo.team_reward"
+        )
         self.work_conserving = bool(getattr(cfg, "work_conserving", False))
         # a stored config from before the key ran the sampled rule
         self.conflict_winner = str(getattr(cfg, "conflict_winner", "sampled"))

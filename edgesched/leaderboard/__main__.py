@@ -14,6 +14,8 @@ relative to it)::
     python -m edgesched.leaderboard promote \
         leaderboards/studies/budget/edge50-highload_mappo-b2400k.jsonl \
         leaderboards/results/edge50-highload_mappo.jsonl  # a study run becomes the entry
+    python -m edgesched.leaderboard promote-variant --board edge50 --entry tapfinger \
+        --variant own --demote-to mean            # after the default became the variant's
 
 The subcommands need the ``train`` extra: ``pip install "edgesched[train]"``. Without it,
 ``--help`` still works and a subcommand says which extra to install (exit status 2).
@@ -252,6 +254,26 @@ def cmd_promote(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_promote_variant(args: argparse.Namespace) -> int:
+    """A setting variant becomes its board's entry; the previous entry becomes a variant."""
+    _require("omegaconf", "torch")
+    from .promote import promote_variant
+
+    renames = promote_variant(
+        args.board,
+        args.entry,
+        args.variant,
+        args.demote_to,
+        results=args.results_dir,
+        studies=args.studies,
+        policies=args.policies,
+        root=args.root,
+        log=_log,
+    )
+    _log("renamed " + ", ".join(f"{a} -> {b}" for a, b in sorted(renames.items())))
+    return 0
+
+
 def _positive_int(flag: str) -> Callable[[str], int]:
     """An argparse ``type`` accepting integers of 1 or more, naming ``flag`` otherwise."""
 
@@ -370,6 +392,22 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--policies", default="leaderboards/policies", help="where policies go")
     m.add_argument("--root", default=".", help="repository root (policy paths relative to it)")
     m.set_defaults(func=cmd_promote)
+    v = sub.add_parser(
+        "promote-variant",
+        help="after an algorithm's default changed to a variant's setting: the variant "
+        "(<entry>-<variant>) becomes the board's entry, the previous entry <entry>-<demote-to>",
+    )
+    v.add_argument("--board", required=True, help="the board (scenario name, e.g. edge50)")
+    v.add_argument("--entry", required=True, help="the algorithm's entry, e.g. tapfinger")
+    v.add_argument("--variant", required=True, help="the variant's label, e.g. own")
+    v.add_argument("--demote-to", required=True, help="the previous entry's new label, e.g. mean")
+    v.add_argument("--results-dir", default=str(DEFAULT_RESULTS), help="the boards' results")
+    v.add_argument(
+        "--studies", default="leaderboards/studies", help="study records (budget/ follows)"
+    )
+    v.add_argument("--policies", default="leaderboards/policies", help="where policies go")
+    v.add_argument("--root", default=".", help="repository root (policy paths relative to it)")
+    v.set_defaults(func=cmd_promote_variant)
     return p
 
 

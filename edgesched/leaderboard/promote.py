@@ -147,13 +147,13 @@ def _departures(recs: list[Record], previous: list[Record], root: Path) -> list[
     """
     from edgesched.algos import list_algorithms
 
-    from .provenance import algo_changes, budget_change, shield_changes
+    from .provenance import algo_changes, budget_change, scenario_config, shield_changes
 
     out = [f"{k} {was} (board {now})" for k, was, now in budget_change(recs[0])]
     if recs[0].data["algo"] in list_algorithms():
         for rec in recs:
             stored = _stored(rec, root)
-            changes = algo_changes(stored["algo"], rec.data["shield"])
+            changes = algo_changes(stored["algo"], rec.data["shield"], scenario_config(rec))
             changes += shield_changes(rec.data["shield"], dict(stored.get("shield_kwargs") or {}))
             out += [f"{k} {was} (today {now})" for k, was, now in changes]
         return sorted(set(out))
@@ -278,4 +278,171 @@ def promote(
     return [r.data for r in recs], moved_to
 
 
-__all__ = ["BUDGET_LABEL", "budget_label", "promote"]
+def _renamed(name: str, entry: str, variant: str, demote_to: str) -> str | None:
+    """The name ``name`` takes when ``<entry>-<variant>`` becomes ``entry`` (else ``None``).
+
+    ``entry`` becomes ``<entry>-<demote_to>``, ``<entry>-<variant>`` becomes ``entry``, and
+    a budget study's row of either (``-b<k>k``) follows its entry.
+    """
+    base, _, label = name.rpartition("-")
+    budget = f"-{label}" if base and BUDGET_LABEL.fullmatch(label) else ""
+    stem = base if budget else name
+    if stem == entry:
+        return f"{entry}-{demote_to}{budget}"
+    if stem == f"{entry}-{variant}":
+        return f"{entry}{budget}"
+    return None
+
+
+def promote_variant(
+    board: str,
+    entry: str,
+    variant: str,
+    demote_to: str,
+    *,
+    results: str | Path = "leaderboards/results",
+    studies: str | Path = "leaderboards/studies",
+    policies: str | Path = "leaderboards/policies",
+    root: str | Path = ".",
+    log: Callable[[str], Any] | None = None,
+) -> dict[str, str]:
+    """Make a setting variant a board's entry when the algorithm's default becomes its setting.
+
+    When an algorithm's default changes to what a variant trained with (TapFinger's
+    ``team_reward`` on the edge boards: ``tapfinger-own`` trained ``team_reward=false``), the
+    variant's runs are what retraining the entry would produce, the label aside (as for a
+    budget study, :func:`promote`). On board ``board`` this renames ``<entry>-<variant>`` to
+    ``entry`` and the previous ``entry``, no longer today's default, to
+    ``<entry>-<demote_to>``; their budget-study rows (``<name>-b<k>k`` in ``<studies>/
+    budget/``) follow their entries, so longer runs stay paired with their own setting.
+    Records keep their numbers, ``config_hash`` and ``git_commit`` and name their previous
+    entry in ``renamed_from``; policy files are copied to their new names (the previous
+    entry's first, since the variant's take over its paths) and the ones no record names
+    any more are removed last. A results file named for one renamed entry
+    (``<board>_<entry>.jsonl``) is renamed with it.
+
+    Refuses unless every variant record (board and study) stores today's default algorithm
+    and shield settings resolved on its scenario (the label ignored), trained the same budget
+    as the board's previous entry, every previous record does not store them, and no record
+    of the board already carries a name the renaming gives.
+
+    Args:
+        board: the board (scenario name, ``edge50``).
+        entry: the algorithm's entry (``tapfinger``; a shielded entry is renamed with each of
+            its shields).
+        variant: the variant's label (``own`` of ``tapfinger-own``).
+        demote_to: the label the previous entry gets (``mean``).
+        results: the boards' results folder.
+        studies: the study records folder (its ``budget/`` is renamed too).
+        policies: the policy folder, relative to ``root``.
+        root: the repository root the records' ``policy`` paths are relative to.
+        log: called with one line per file written or removed.
+
+    Returns:
+        ``{old name: new name}`` of the entries renamed.
+
+    Raises:
+        RecordError: a check above failed (nothing is written then).
+    """
+    from .provenance import algo_changes, scenario_config, shield_changes
+
+    root, policies = Path(root), Path(policies)
+    for flag, label in (("variant", variant), ("demote_to", demote_to)):
+        if not label or "-" in label or BUDGET_LABEL.fullmatch(label):
+            raise RecordError(
+                f"{flag}={label!r} is not allowed; use one label without '-' that is not a "
+                "budget label b<k>k"
+            )
+    files = sorted(Path(results).glob("*.jsonl"))
+    files += sorted((Path(studies) / BUDGET_STUDY_DIR).glob("*.jsonl"))
+    content: dict[Path, list[Record]] = {f: _records(f) for f in files}
+    mine = [r for recs in content.values() for r in recs if r.scenario_name == board]
+    renames = {
+        r.data["algo"]: new
+        for r in mine
+        if (new := _renamed(r.data["algo"], entry, variant, demote_to)) is not None
+    }
+    board_recs = {name: [r for r in mine if r.data["algo"] == name] for name in renames}
+    promoted = board_recs.get(f"{entry}-{variant}", [])
+    previous = board_recs.get(entry, [])
+    if not promoted:
+        raise RecordError(f"{board}: no records of {entry}-{variant} in {results}")
+    taken = {r.data["algo"] for r in mine} - set(renames)
+    clash = sorted(set(renames.values()) & taken)
+    if clash:
+        raise RecordError(f"{board}: entries {clash} exist already; the renaming would merge them")
+
+    def changes(rec: Record) -> list[str]:
+        stored = _stored(rec, root)
+        out = algo_changes(stored["algo"], rec.data["shield"], scenario_config(rec))
+        out += shield_changes(rec.data["shield"], dict(stored.get("shield_kwargs") or {}))
+        return [f"{k} {was} (today {now})" for k, was, now in out]
+
+    for rec in mine:
+        name = rec.data["algo"]
+        if name not in renames or not rec.learned:
+            continue
+        off = changes(rec)
+        if renames[name].startswith(f"{entry}-{demote_to}"):
+            if not off:
+                raise rec.error(
+                    f"{name} is trained with today's defaults; it stays {name} (nothing to "
+                    f"promote over it)"
+                )
+        elif off:
+            raise rec.error(f"{name} would not be today's {entry}: " + "; ".join(sorted(set(off))))
+    if previous and {r.train_budget for r in previous} != {r.train_budget for r in promoted}:
+        raise RecordError(
+            f"{board}: {entry}-{variant} and {entry} were trained at different budgets; "
+            "promote a budget study's runs with `promote` instead"
+        )
+
+    # policies: the previous entry's new copies first (the variant's take over their paths)
+    order = sorted(
+        (r for r in mine if r.data["algo"] in renames),
+        key=lambda r: not renames[r.data["algo"]].startswith(f"{entry}-{demote_to}"),
+    )
+    before = {root / str(r.data["policy"]) for r in order if r.data.get("policy")}
+    moved = {id(r) for r in order}  # this call's; a record may carry an earlier renamed_from
+    for rec in order:
+        rec.data["renamed_from"] = rec.data["algo"]
+        rec.data["algo"] = renames[rec.data["algo"]]
+        if rec.data.get("policy"):
+            # the record's policy path is relative to root; policy_path's folder is too
+            _move_policy(rec, policies, root)
+    # records: files named for one renamed entry are renamed with it
+    written: dict[Path, list[dict[str, Any]]] = {}
+    for path, recs in content.items():
+        if not any(id(r) in moved for r in recs):
+            continue
+        stem_board, _, stem_entry = path.stem.partition("_")
+        names = {r.data["renamed_from"] if id(r) in moved else r.data["algo"] for r in recs}
+        target = path
+        if stem_board == board and names == {stem_entry} and stem_entry in renames:
+            target = path.with_name(f"{board}_{renames[stem_entry]}.jsonl")
+        written.setdefault(target, []).extend(r.data for r in recs)
+    demoted_first = sorted(written, key=lambda p: f"-{demote_to}" not in p.stem)
+    for target in demoted_first:
+        write_jsonl(target, sorted(written[target], key=_sort_key))
+        if log is not None:
+            log(f"wrote {target} ({len(written[target])} records)")
+    for path in content:
+        if path not in written and any(id(r) in moved for r in content[path]):
+            path.unlink()
+            if log is not None:
+                log(f"removed {path} (its records are in their renamed file)")
+    named = {
+        root / str(json.loads(line).get("policy"))
+        for folder in (Path(results), Path(studies))
+        for path in folder.rglob("*.jsonl")
+        for line in path.read_text().splitlines()
+        if line.strip()
+    }
+    for old in sorted(before - named):
+        old.unlink()
+        if log is not None:
+            log(f"removed {old} (no record names it)")
+    return renames
+
+
+__all__ = ["BUDGET_LABEL", "budget_label", "promote", "promote_variant"]

@@ -70,21 +70,42 @@ def _stored_policy(rec: Record, root: Path) -> dict[str, Any] | str:
     return stored
 
 
-def algo_changes(stored_algo: dict[str, Any], shield: str = "none") -> list[tuple[str, str, str]]:
+def scenario_config(rec: Record) -> Any:
+    """The :class:`~edgesched.envs.config.SimConfig` ``rec`` was evaluated on, or ``None``.
+
+    ``None`` where the record's scenario is not registered here (then a default that follows
+    the scenario stays unresolved, and differs from any stored value).
+    """
+    from edgesched.envs.handle import resolve_scenario
+
+    try:
+        return resolve_scenario(
+            str(rec.data["scenario"]), **dict(rec.data.get("env_overrides") or {})
+        ).config
+    except (KeyError, ValueError):
+        return None
+
+
+def algo_changes(
+    stored_algo: dict[str, Any], shield: str = "none", sim_config: Any = None
+) -> list[tuple[str, str, str]]:
     """``(key, stored, default)`` for every hyperparameter that differs from today's default.
 
     A key the stored settings make inert (``AlgorithmConfig.inert_keys``: it cannot change
-    training with them and ``shield``) is not a difference.
+    training with them and ``shield``) is not a difference. A default that follows the
+    scenario (``AlgorithmConfig.for_scenario``, TapFinger's ``team_reward``) is compared as
+    it resolves on ``sim_config``, on both sides.
 
     Args:
         stored_algo: a stored ``algo`` node (with its ``name``), as in ``policy.pt``.
         shield: the shield it was trained with.
+        sim_config: the scenario's configuration (:func:`scenario_config`), if known.
     """
     from edgesched.algos import algo_config, config_from_dict
 
-    stored = config_from_dict(stored_algo)
+    stored = config_from_dict(stored_algo).for_scenario(sim_config)
     trained = dataclasses.asdict(stored)
-    today = dataclasses.asdict(algo_config(str(stored_algo["name"])))
+    today = dataclasses.asdict(algo_config(str(stored_algo["name"])).for_scenario(sim_config))
     skip = set(_IGNORED_KEYS) | stored.inert_keys(shield)
     return [
         (key, _text(trained[key]), _text(today[key]))
@@ -138,7 +159,7 @@ def departures(records: list[Record], root: str | Path = ".") -> list[Departure]
         if isinstance(stored, str):
             found.append(Departure(rec, (), stored))
             continue
-        changes = algo_changes(stored["algo"], rec.data["shield"])
+        changes = algo_changes(stored["algo"], rec.data["shield"], scenario_config(rec))
         changes += shield_changes(rec.data["shield"], dict(stored.get("shield_kwargs") or {}))
         changes += budget_change(rec)
         if changes:
@@ -180,4 +201,11 @@ def render_departures(found: list[Departure]) -> list[str]:
     return [*lines, ""]
 
 
-__all__ = ["Departure", "algo_changes", "budget_change", "departures", "render_departures"]
+__all__ = [
+    "Departure",
+    "algo_changes",
+    "budget_change",
+    "departures",
+    "render_departures",
+    "scenario_config",
+]
