@@ -394,3 +394,22 @@ def test_a_second_promotion_leaves_the_first_ones_files_alone(swap):
         "edge10_mappo.jsonl",
         "edge10_tapfinger.jsonl",
     ]
+
+
+def test_a_renamed_entry_promoted_from_a_study_names_the_study_row_by_its_new_name(swap):
+    root = swap
+    path = root / "leaderboards/results/edge10_tapfinger-own.jsonl"
+    rows = _read(path)
+    for row in rows:
+        row["promoted_from"] = "tapfinger-own-b150k"
+    _write(path, rows)
+    _write(
+        root / "leaderboards/studies/budget/edge10_tapfinger-own-b150k.jsonl",
+        [{**r, "algo": "tapfinger-own-b150k"} for r in rows],
+    )
+    renames = promote_variant("edge10", "tapfinger", "own", "mean", root=root)
+    assert renames["tapfinger-own-b150k"] == "tapfinger-b150k"
+    entry = _read(root / "leaderboards/results/edge10_tapfinger.jsonl")
+    assert [r["promoted_from"] for r in entry] == ["tapfinger-b150k"] * 3
+    study = _read(root / "leaderboards/studies/budget/edge10_tapfinger-b150k.jsonl")
+    assert [r["algo"] for r in study] == ["tapfinger-b150k"] * 3

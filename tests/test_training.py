@@ -547,6 +547,28 @@ def test_team_reward_trains_on_the_agents_mean_reward(name):
     np.testing.assert_allclose(team, want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["mappo", "ippo", "srole", "tapfinger"])
+def test_the_default_reward_follows_the_scenario(name):
+    """``team_reward=None``: the mean on tapfinger-hetero6, each agent's own on the edge boards."""
+    from edgesched.algos import make_trainer
+    from edgesched.envs.core import EdgeClusterSim
+    from edgesched.envs.scenarios import make_config
+    from edgesched.policy import EnvSpec
+
+    shield = "central" if name == "srole" else "none"
+    cfg = algo_config(name)
+    assert cfg.team_reward is None
+    for scenario, overrides, team in (
+        ("tapfinger-hetero6", {}, True),
+        ("tapfinger-hetero6", {"waiting_charge": "every_viewer"}, False),
+        ("edge10", {}, False),
+    ):
+        spec = EnvSpec.of(EdgeClusterSim(make_config(scenario, **overrides)))
+        trainer = make_trainer(name, cfg, spec, 0, shield, {})
+        assert trainer.team_reward is team, (scenario, overrides)
+        assert cfg.for_scenario(spec.config).team_reward is team
+
+
 def test_resume_names_a_checkpoint_from_before_the_batched_trainers(tmp_path):
     """A checkpoint whose VecSim held separate simulators (before 4775351) is refused by name."""
     import pickle

@@ -23,6 +23,7 @@ from .base import (
     PPOConfig,
     Trainer,
     missing_members,
+    team_reward_for,
 )
 
 _REGISTRY: dict[str, AlgorithmEntry] = {}
@@ -144,13 +145,16 @@ class SharedPPOConfig(PPOConfig):
             committed board entry was trained without it (a stored config without the key
             loads as trained); ``benchmarks/results/feature_norm.md`` measures it (mean JCT
             1-9% lower, no paired 95% CI excluding no change).
-        team_reward: each agent learns from the mean of all agents' rewards, as
-            ``tapfinger`` does by default (``TapFingerConfig.team_reward``), instead of its
-            own. The simulator charges a queued job to its home agent and a running job to
-            the agent that placed it, so under shared visibility an agent that places
-            another agent's job takes over its cost. Off by default: every committed board
-            entry was trained on its own reward (a stored config without the key loads as
-            trained); ``benchmarks/results/team_reward_tfh6.md`` measures it.
+        team_reward: each agent learns from the mean of all agents' rewards (``true``) or
+            from its own (``false``). ``None`` (the default) follows the scenario, as for
+            ``tapfinger`` (:func:`team_reward_for`): the mean where a waiting job's cost can
+            pass between agents (``tapfinger-hetero6``: the simulator charges a queued job to
+            its home agent and a running job to the agent that placed it, so under shared
+            visibility an agent that places another agent's job takes over its cost; on its
+            own reward each learner there ends worse than ``random``, on the mean 68.5% to
+            77.0% lower, ``benchmarks/results/team_reward_tfh6.md``), each agent's own
+            elsewhere (the edge scenarios, where every committed entry was trained so). A
+            stored config without the key trained on its own reward and loads so.
         policy_rows: the agent rows over which the policy loss, its advantage
             normalization and the entropy bonus are averaged. ``all``: every agent's row,
             also those with one feasible action (they can only defer, so they carry no
@@ -163,8 +167,11 @@ class SharedPPOConfig(PPOConfig):
             measures ``choice``.
     """
 
+    #: a stored config without ``team_reward`` was trained on each agent's own reward
+    stored_defaults: ClassVar[dict[str, Any]] = {"team_reward": False}
+
     feature_norm: bool = False
-    team_reward: bool = False
+    team_reward: Optional[bool] = None  # noqa: UP045 (OmegaConf reads no `bool | None`)
     policy_rows: str = "all"
 
 
@@ -212,6 +219,7 @@ class SROLEConfig(SharedPPOConfig):
     #: post-posed (the only form then), and one without ``penalize`` with ``collided``: it
     #: loads, resumes and is reported as it was trained
     stored_defaults: ClassVar[dict[str, Any]] = {
+        **SharedPPOConfig.stored_defaults,
         "shield_training": "postposed",
         "penalize": "collided",
     }
@@ -363,7 +371,7 @@ class TapFingerConfig(PPOConfig):
         pointer: TapFinger learned task selection (false: uniform task choice ablation).
         team_reward: TapFinger learns from the mean of the agents' rewards (cooperative
             agents, ``true``) or from each agent's own reward (``false``). ``None`` (the
-            default) follows the scenario (:func:`tapfinger_team_reward`): the mean where a
+            default) follows the scenario (:func:`team_reward_for`): the mean where a
             waiting job's cost can pass between agents (shared visibility with the cost
             charged to its home agent: ``tapfinger-hetero6``), each agent's own elsewhere
             (every edge scenario, where only a job's home agent sees it).
@@ -395,50 +403,6 @@ class TapFingerConfig(PPOConfig):
 
     # configs stored before the key existed (0e96081) trained on each agent's own reward
     stored_defaults: ClassVar[dict[str, Any]] = {"team_reward": False}
-
-    def for_scenario(self, sim_config: Any) -> TapFingerConfig:
-        """These settings with ``team_reward`` resolved for ``sim_config`` (if it is known)."""
-        if self.team_reward is not None or sim_config is None:
-            return self
-        return dataclasses.replace(
-            self, team_reward=tapfinger_team_reward(None, sim_config, "algo.team_reward")
-        )
-
-
-def tapfinger_team_reward(value: bool | None, sim_config: Any, name: str) -> bool:
-    """Whether TapFinger learns from the agents' mean reward on a scenario.
-
-    ``None`` follows the scenario. The mean where a waiting job's cost can move between
-    agents: under ``visibility="shared"`` with ``waiting_charge="home"`` a job waits in
-    several agents' windows but only its home agent pays for it, so an agent learning from
-    its own reward learns to leave other agents' jobs waiting (measured on
-    ``tapfinger-hetero6``, ``tapfinger.py``'s docstring), and the mean (minus the
-    cluster's total completion time over N, by Little's law) removes that. Each agent's own
-    reward elsewhere: under ``visibility="home"`` (the edge scenarios) nothing moves, and
-    the mean only dilutes an agent's credit by the number of agents (measured 18-42% higher
-    mean JCT with the mean on edge10, edge50, edge100 and edge50-highload, ``docs/
-    tapfinger.md``); under ``waiting_charge="every_viewer"`` each agent already pays for
-    what it sees, the original TapFinger code's per-agent reward.
-
-    Args:
-        value: ``algo.team_reward`` (``True``/``False`` are returned as they are).
-        sim_config: the scenario's :class:`~edgesched.envs.config.SimConfig`.
-        name: the parameter's name, for the error.
-
-    Raises:
-        ValueError: ``value`` is ``None`` and ``sim_config`` is ``None`` (a hand-written
-            spec without its scenario's configuration).
-    """
-    if value is not None:
-        return bool(value)
-    if sim_config is None:
-        raise ValueError(
-            f"{name}=None follows the scenario's visibility, but the spec carries no scenario "
-            "configuration (EnvSpec.config is None); build the spec with EnvSpec.of(sim) or "
-            f"set {name} to true (the agents' mean reward) or false (each agent's own)"
-        )
-    shared = getattr(sim_config, "visibility", "home") == "shared"
-    return shared and getattr(sim_config, "waiting_charge", "home") == "home"
 
 
 def _tapfinger(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:
@@ -543,5 +507,5 @@ __all__ = [
     "list_algorithms",
     "make_trainer",
     "register_algorithm",
-    "tapfinger_team_reward",
+    "team_reward_for",
 ]

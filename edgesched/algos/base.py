@@ -24,6 +24,7 @@ registry and the schemas stay importable with the base dependencies.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -205,6 +206,44 @@ def missing_members(trainer: Any, *protocols: type) -> list[str]:
     ]
 
 
+def team_reward_for(value: bool | None, sim_config: Any, name: str) -> bool:
+    """Whether a learner with ``algo.team_reward`` learns from the agents' mean reward.
+
+    ``None`` follows the scenario. The mean where a waiting job's cost can move between
+    agents: under ``visibility="shared"`` with ``waiting_charge="home"`` a job waits in
+    several agents' windows but only its home agent pays for it, so an agent learning from
+    its own reward learns to leave other agents' jobs waiting (measured on
+    ``tapfinger-hetero6``: ``tapfinger.py``'s docstring; mappo, ippo and srole end worse
+    than ``random`` there on their own reward, ``benchmarks/results/team_reward_tfh6.md``),
+    and the mean (minus the cluster's total completion time over N, by Little's law)
+    removes that. Each agent's own reward elsewhere: under ``visibility="home"`` (the edge
+    scenarios) nothing moves, and the mean only dilutes an agent's credit by the number of
+    agents (TapFinger's own reward ended 18-42% lower in mean JCT than the mean on edge10,
+    edge50, edge100 and edge50-highload, ``docs/tapfinger.md``); under
+    ``waiting_charge="every_viewer"`` each agent already pays for what it sees, the
+    original TapFinger code's per-agent reward.
+
+    Args:
+        value: ``algo.team_reward`` (``True``/``False`` are returned as they are).
+        sim_config: the scenario's :class:`~edgesched.envs.config.SimConfig`.
+        name: the parameter's name, for the error.
+
+    Raises:
+        ValueError: ``value`` is ``None`` and ``sim_config`` is ``None`` (a hand-written
+            spec without its scenario's configuration).
+    """
+    if value is not None:
+        return bool(value)
+    if sim_config is None:
+        raise ValueError(
+            f"{name}=None follows the scenario's visibility, but the spec carries no scenario "
+            "configuration (EnvSpec.config is None); build the spec with EnvSpec.of(sim) or "
+            f"set {name} to true (the agents' mean reward) or false (each agent's own)"
+        )
+    shared = getattr(sim_config, "visibility", "home") == "shared"
+    return shared and getattr(sim_config, "waiting_charge", "home") == "home"
+
+
 # ------------------------------------------------------------------------------ configs
 @dataclass
 class AlgorithmConfig:
@@ -222,16 +261,18 @@ class AlgorithmConfig:
     def for_scenario(self, sim_config: Any) -> AlgorithmConfig:
         """These settings with every scenario-dependent default resolved for ``sim_config``.
 
-        A key may default to ``None``, meaning "what suits the scenario" (TapFinger's
-        ``team_reward``); the trainer resolves it from the scenario it is built for, and
-        provenance compares stored and default settings resolved the same way. Keys without
-        such a default are returned as they are (this base: ``self``).
+        A key may default to ``None``, meaning "what suits the scenario": ``team_reward``
+        (:func:`team_reward_for`). The trainer resolves it from the scenario it is built
+        for, and provenance compares stored and default settings resolved the same way.
 
         Args:
             sim_config: the scenario's :class:`~edgesched.envs.config.SimConfig`, or
                 ``None`` when unknown (then a ``None`` default stays ``None``).
         """
-        return self
+        if getattr(self, "team_reward", False) is not None or sim_config is None:
+            return self
+        team = team_reward_for(None, sim_config, "algo.team_reward")
+        return dataclasses.replace(self, team_reward=team)
 
     def inert_keys(self, shield: str) -> frozenset[str]:
         """Hyperparameters that cannot change training under these settings and ``shield``.
@@ -422,4 +463,5 @@ __all__ = [
     "config_keys",
     "missing_members",
     "protocol_members",
+    "team_reward_for",
 ]

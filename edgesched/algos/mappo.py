@@ -27,8 +27,10 @@ Shared details (the PPO "implementation details" of Huang et al., ICLR blog trac
 GAE(lambda), clipped surrogate, value normalization with running statistics, advantage
 normalization per minibatch, global gradient-norm clipping, and a linearly decaying entropy
 bonus. Truncated episodes bootstrap from the critic's value of their final state. With
-``algo.team_reward`` every agent learns from the mean of the agents' rewards (off by default;
-:class:`edgesched.algos.SharedPPOConfig` says when it matters).
+``algo.team_reward`` every agent learns from the mean of the agents' rewards; by default it
+follows the scenario (the mean on ``tapfinger-hetero6``, where several agents see a waiting
+job, each agent's own on the edge scenarios; :class:`edgesched.algos.SharedPPOConfig` says
+why).
 
 **Decisions without a choice.** An agent whose mask allows one action (on the edge
 scenarios, one that can only defer: about 95% of edge50's agent-decisions) takes it with
@@ -55,6 +57,7 @@ from torch import nn
 from edgesched.envs.view import CAPACITY_EPS
 from edgesched.policy import EnvSpec
 
+from .base import team_reward_for
 from .common import (
     MASKED_LOGIT,
     PPOEpochs,
@@ -159,6 +162,11 @@ class PPOTrainer:
         self.value_rms = RunningMeanStd()
         self.gen = torch.Generator().manual_seed(seed)
         self.updates = 0
+        # None follows the scenario: the agents' mean where a waiting job's cost can pass
+        # between agents (shared visibility), each agent's own elsewhere
+        self.team_reward = team_reward_for(
+            getattr(cfg, "team_reward", False), spec.config, "algo.team_reward"
+        )
 
     def seed_sampling(self, seed: int) -> None:
         """Restart the action draws from ``seed``.
@@ -278,7 +286,7 @@ class PPOTrainer:
         gamma = float(self.cfg.gamma)
         mode = str(getattr(self.cfg, "shield_training", "postposed"))
         changed_only = str(getattr(self.cfg, "penalize", "collided")) == "changed"
-        team = bool(self.cfg.team_reward)
+        team = self.team_reward
         for t in range(steps):
             if shields is None:
                 a, logp = self.act(obs, mask)

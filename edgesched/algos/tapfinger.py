@@ -37,7 +37,7 @@ contests before the step, so the scenario's ``conflict_rule`` never sees one of 
 algorithm key is what selects the original's rule for TapFinger.
 
 **Reward** (``algo.team_reward``; ``null`` by default in ``conf/algo/tapfinger.yaml``,
-resolved per scenario by :func:`edgesched.algos.tapfinger_team_reward`): each agent learns
+resolved per scenario by :func:`edgesched.algos.team_reward_for`): each agent learns
 from the mean of all agents' rewards where a waiting job's cost can pass between agents, and
 from its own reward elsewhere. The simulator charges a queued job to its home agent and a
 running job to the agent that placed it, so with shared visibility (``tapfinger-hetero6``)
@@ -82,7 +82,7 @@ from torch import nn
 from edgesched.envs.core import NODE_FEATURES
 from edgesched.policy import EnvSpec
 
-from . import TAPFINGER_CONFLICT_WINNERS, tapfinger_team_reward
+from . import TAPFINGER_CONFLICT_WINNERS, team_reward_for
 from .common import (
     PPOEpochs,
     RunningMeanStd,
@@ -359,7 +359,7 @@ class TapFingerTrainer:
         clip = float(getattr(cfg, "pointer_clip", 0.0))
         self.actor = TapFingerNet(spec, int(cfg.gnn_hidden), layers, int(cfg.gnn_heads), clip)
         self.pointer = bool(cfg.pointer)
-        self.team_reward = tapfinger_team_reward(
+        self.team_reward = team_reward_for(
             getattr(cfg, "team_reward", False), spec.config, "algo.team_reward"
         )
         self.work_conserving = bool(getattr(cfg, "work_conserving", False))

@@ -315,8 +315,9 @@ def promote_variant(
     ``entry`` and the previous ``entry``, no longer today's default, to
     ``<entry>-<demote_to>``; their budget-study rows (``<name>-b<k>k`` in ``<studies>/
     budget/``) follow their entries, so longer runs stay paired with their own setting.
-    Records keep their numbers, ``config_hash`` and ``git_commit`` and name their previous
-    entry in ``renamed_from``; policy files are copied to their new names (the previous
+    Records keep their numbers, ``config_hash`` and ``git_commit``, name their previous
+    entry in ``renamed_from`` and the study row they were promoted from (``promoted_from``)
+    by its new name; policy files are copied to their new names (the previous
     entry's first, since the variant's take over its paths) and the ones no record names
     any more are removed last. A results file named for one renamed entry
     (``<board>_<entry>.jsonl``) is renamed with it.
@@ -407,6 +408,8 @@ def promote_variant(
     for rec in order:
         rec.data["renamed_from"] = rec.data["algo"]
         rec.data["algo"] = renames[rec.data["algo"]]
+        if rec.data.get("promoted_from") in renames:  # its study row is renamed too
+            rec.data["promoted_from"] = renames[rec.data["promoted_from"]]
         if rec.data.get("policy"):
             # the record's policy path is relative to root; policy_path's folder is too
             _move_policy(rec, policies, root)
