@@ -22,8 +22,8 @@ that evaluate themselves (``dqn_central``, ``rlpto``) have no shared-view policy
 refused. Usage::
 
     python benchmarks/eval_mode.py --results \
-        leaderboards/studies/budget/tapfinger-hetero6_mappo-team-b2400k.jsonl \
-        leaderboards/studies/budget/tapfinger-hetero6_mappo-team-b4800k.jsonl \
+        leaderboards/studies/budget/tapfinger-hetero6_mappo-b2400k.jsonl \
+        leaderboards/studies/budget/tapfinger-hetero6_mappo-b4800k.jsonl \
         --out benchmarks/results --name eval_mode_tfh6_team
 """
 

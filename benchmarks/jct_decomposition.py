@@ -48,13 +48,15 @@ from edgesched.shields import make_shield
 
 ROOT = Path(__file__).resolve().parents[1]
 #: tapfinger-hetero6's board entries of TapFinger (with and without message passing), and the
-#: longest budget studies of TapFinger and of the two team-reward learners
+#: longest budget studies of TapFinger and of mappo and srole on the agents' mean reward (their
+#: default there; named mappo-team-b2400k and srole-team-b2400k when results/jct_decomposition.md
+#: was generated)
 DEFAULT_ENTRIES = (
     "tapfinger",
     "tapfinger-noattn",
     "tapfinger-b1200k",
-    "mappo-team-b2400k",
-    "srole-team-b2400k_central",
+    "mappo-b2400k",
+    "srole-b2400k_central",
 )
 #: the paper's baselines that issue #22's TapFinger target names
 DEFAULT_BASELINES = ("optimus", "tiresias")

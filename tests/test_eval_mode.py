@@ -46,7 +46,7 @@ def test_greedy_reproduces_a_shielded_record_and_sampling_is_seeded(em):
 
 
 def test_a_sampled_entry_reproduces_its_record_in_the_sampled_mode(em):
-    rec = _record("edge10_learned.jsonl", "tapfinger", "none", 0)
+    rec = _record("edge10_tapfinger.jsonl", "tapfinger", "none", 0)
     greedy, sampled = em.evaluate_both(rec, ROOT)
     assert sampled[0] == pytest.approx(rec.data["per_episode"][0]["jct_mean"], abs=1e-9)
     assert np.isfinite(greedy).all()
