@@ -153,10 +153,11 @@ class SharedPPOConfig(PPOConfig):
             visibility an agent that places another agent's job takes over its cost; on its
             own reward each learner there ends worse than ``random``, on the mean 68.5% to
             77.0% lower, ``benchmarks/results/team_reward_tfh6.md``), each agent's own
-            elsewhere (the edge scenarios, where every committed entry was trained so: MAPPO
-            on the mean ended 49.8% higher in mean JCT on edge50, paired, and level on edge10
-            and edge100, ``benchmarks/results/mappo_team_reward_edge50.md``). A stored
-            config without the key trained on its own reward and loads so.
+            elsewhere (the edge scenarios, where every committed entry was trained so: on
+            the mean, mean JCT on edge50 ended 49.8% (MAPPO), 19.1% (IPPO) and 45.6% (SROLE)
+            higher, paired, and MAPPO's level on edge10 and edge100,
+            ``benchmarks/results/mappo_team_reward_edge50.md``). A stored config without
+            the key trained on its own reward and loads so.
         policy_rows: the agent rows over which the policy loss, its advantage
             normalization and the entropy bonus are averaged. ``all``: every agent's row,
             also those with one feasible action (they can only defer, so they carry no
