@@ -569,6 +569,20 @@ def test_the_default_reward_follows_the_scenario(name):
         assert cfg.for_scenario(spec.config).team_reward is team
 
 
+def test_the_policy_file_stores_the_reward_the_default_resolved_to(tmp_path):
+    """``team_reward: null`` in the run's config; the policy says which reward it learned."""
+    import torch
+
+    for env, team in (("edge10", False), ("tapfinger-hetero6", True)):
+        cfg = make_cfg(tmp_path / env, env=env, total_env_steps=32)
+        assert cfg.algo.team_reward is None
+        run(cfg)
+        written = OmegaConf.load(tmp_path / env / "config.yaml")
+        assert written.algo.team_reward is None  # the configuration as given (its hash)
+        stored = torch.load(tmp_path / env / "policy.pt", map_location="cpu", weights_only=True)
+        assert stored["algo"]["team_reward"] is team, env
+
+
 def test_resume_names_a_checkpoint_from_before_the_batched_trainers(tmp_path):
     """A checkpoint whose VecSim held separate simulators (before 4775351) is refused by name."""
     import pickle

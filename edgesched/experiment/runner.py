@@ -37,7 +37,13 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from edgesched.algos import AlgorithmEntry, config_from_dict, get_algorithm, make_trainer
+from edgesched.algos import (
+    AlgorithmEntry,
+    config_from_dict,
+    get_algorithm,
+    make_trainer,
+    team_reward_for,
+)
 from edgesched.algos.common import OutdatedCheckpointError, VecSim
 from edgesched.baselines import make_baseline
 from edgesched.envs.handle import ScenarioHandle, resolve_scenario
@@ -616,9 +622,14 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     # the trained actor alone (kilobytes, unlike the resumable checkpoint): what leaderboard
     # validation reloads to re-evaluate this entry
+    algo_node = OmegaConf.to_container(cfg.algo)
+    if algo_node.get("team_reward", False) is None:
+        # stored as trained: the reward the scenario resolved the default to, so the policy
+        # file says which one it learned from (provenance resolves a None default the same)
+        algo_node["team_reward"] = team_reward_for(None, scenario.config, "algo.team_reward")
     policy = {
         "actor": trainer.actor.state_dict(),
-        "algo": OmegaConf.to_container(cfg.algo),
+        "algo": algo_node,
         # the versioned id: the policy keeps its version after the scenario moves on
         "env": scenario.id,
         "overrides": scenario.overrides_dict(),
