@@ -861,6 +861,35 @@ def test_best_learned_vs_best_heuristic_section():
         "| yes | 50.0% higher [50.0%, 50.0%] | n/a (see tapfinger.md) |"
     )
     assert render_learned_vs_heuristics({"edge50": edge[2:]}, ["edge50"]) == []
+    # a verdict by an entry trained short of the board's budget says so
+    short = row("srole", "central", True, 0.5, 26.0, 29.0)
+    short.train_budget = (149_504, 292)  # edge50's benchmark budget is 299,520 steps
+    (line,) = [
+        ln
+        for ln in render_learned_vs_heuristics(
+            {"edge50": [short, clear[1]]}, ["edge50"], {"edge50": 300_000}, 150_000
+        )
+        if ln.startswith("| edge50")
+    ]
+    assert line.endswith("| met (by an entry trained at 149,504 of the board's 300,000 steps) |")
+    # at a board's default budget (an archived version has no set one) it is no handicap
+    (line,) = [
+        ln
+        for ln in render_learned_vs_heuristics(
+            {"edge50": [short, clear[1]]}, ["edge50"], {}, 150_000
+        )
+        if ln.startswith("| edge50")
+    ]
+    assert line.endswith("| met |")
+    short.train_budget = (299_520, 585)
+    (line,) = [
+        ln
+        for ln in render_learned_vs_heuristics(
+            {"edge50": [short, clear[1]]}, ["edge50"], {"edge50": 300_000}, 150_000
+        )
+        if ln.startswith("| edge50")
+    ]
+    assert line.endswith("| met |")
 
 
 def test_heuristics_with_identical_records_share_one_row(tmp_path):

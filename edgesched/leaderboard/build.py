@@ -713,7 +713,7 @@ def render_coverage(
     )
     from .studies import render_learned_vs_heuristics
 
-    lines += render_learned_vs_heuristics(tables, scen)
+    lines += render_learned_vs_heuristics(tables, scen, budgets, ExperimentConfig().total_env_steps)
     if found is not None:
         lines += render_departures(found)
     return "\n".join(lines)

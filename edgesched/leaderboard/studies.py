@@ -489,14 +489,38 @@ EDGE_BOARD_PREFIX = "edge"
 heuristic (the TapFinger boards have their own target in ``tapfinger.md``)."""
 
 
-def render_learned_vs_heuristics(tables: dict[str, list[Row]], scenarios: list[str]) -> list[str]:
+def _below_budget(row: Row, budget: int | None) -> str:
+    """`` (by an entry trained at S of the board's B steps)`` when ``row`` is, else ``""``.
+
+    A verdict reached by an entry trained short of its board's benchmark budget ``budget``
+    is the verdict of a handicapped entry; the reader is told here rather than left to the
+    provenance table.
+    """
+    from edgesched.experiment.budgets import trained_at
+
+    if row.train_budget is None or budget is None:
+        return ""
+    steps, updates = row.train_budget
+    if trained_at(steps, updates, budget) or steps >= budget:
+        return ""
+    return f" (by an entry trained at {steps:,} of the board's {budget:,} steps)"
+
+
+def render_learned_vs_heuristics(
+    tables: dict[str, list[Row]],
+    scenarios: list[str],
+    budgets: dict[str, int] | None = None,
+    default_budget: int | None = None,
+) -> list[str]:
     """``coverage.md``'s section: each board's best learned entry against its best heuristic.
 
     The best entry of a kind is the one with the lowest mean JCT (any shield; ablation
     variants, whose names extend an algorithm's with ``-``, are not candidates). The target
     (edge boards) is the issue's: disjoint 95% CIs, the learned entry's below. The paired
     reduction beside it resamples the evaluation seeds paired (:func:`paired_reduction`), so the
-    workload-to-workload spread, which dominates a heuristic's own interval, cancels.
+    workload-to-workload spread, which dominates a heuristic's own interval, cancels. With
+    ``default_budget`` (and ``budgets``, the boards with a set benchmark budget), a verdict
+    reached by an entry trained short of its board's budget says so.
     """
     lines = [
         "## Best learned entry vs best heuristic",
@@ -527,6 +551,8 @@ def render_learned_vs_heuristics(tables: dict[str, list[Row]], scenarios: list[s
             target = "n/a (see tapfinger.md)"
         else:
             target = "met" if ci_below(lb, hb) else "missed"
+            budget = (budgets or {}).get(name, default_budget)
+            target += _below_budget(lb, budget)
         lines.append(
             f"| {name} | {entry_name(lb.algo, lb.shield)} | {_ci(lb.mean)} | "
             f"{entry_name(hb.algo, hb.shield)} | {_ci(hb.mean)} | "
