@@ -37,13 +37,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from edgesched.algos import (
-    AlgorithmEntry,
-    config_from_dict,
-    get_algorithm,
-    make_trainer,
-    team_reward_for,
-)
+from edgesched.algos import AlgorithmEntry, config_from_dict, get_algorithm, make_trainer
 from edgesched.algos.common import OutdatedCheckpointError, VecSim
 from edgesched.baselines import make_baseline
 from edgesched.envs.handle import ScenarioHandle, resolve_scenario
@@ -622,11 +616,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     # the trained actor alone (kilobytes, unlike the resumable checkpoint): what leaderboard
     # validation reloads to re-evaluate this entry
+    # stored as trained: a default that follows the scenario (None) as it resolved there, so
+    # the policy file says what the actor learned with (provenance resolves it the same way)
     algo_node = OmegaConf.to_container(cfg.algo)
-    if algo_node.get("team_reward", False) is None:
-        # stored as trained: the reward the scenario resolved the default to, so the policy
-        # file says which one it learned from (provenance resolves a None default the same)
-        algo_node["team_reward"] = team_reward_for(None, scenario.config, "algo.team_reward")
+    resolved = dataclasses.asdict(config_from_dict(algo_node).for_scenario(scenario.config))
+    algo_node.update({k: resolved[k] for k, v in algo_node.items() if v is None and k in resolved})
     policy = {
         "actor": trainer.actor.state_dict(),
         "algo": algo_node,

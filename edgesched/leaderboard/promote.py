@@ -147,14 +147,13 @@ def _departures(recs: list[Record], previous: list[Record], root: Path) -> list[
     """
     from edgesched.algos import list_algorithms
 
-    from .provenance import algo_changes, budget_change, scenario_config, shield_changes
+    from .provenance import budget_change, setting_changes
 
     out = [f"{k} {was} (board {now})" for k, was, now in budget_change(recs[0])]
     if recs[0].data["algo"] in list_algorithms():
         for rec in recs:
             stored = _stored(rec, root)
-            changes = algo_changes(stored["algo"], rec.data["shield"], scenario_config(rec))
-            changes += shield_changes(rec.data["shield"], dict(stored.get("shield_kwargs") or {}))
+            changes = setting_changes(rec, stored)
             out += [f"{k} {was} (today {now})" for k, was, now in changes]
         return sorted(set(out))
     if not previous:
@@ -345,7 +344,7 @@ def promote_variant(
     Raises:
         RecordError: a check above failed (nothing is written then).
     """
-    from .provenance import algo_changes, scenario_config, shield_changes
+    from .provenance import setting_changes
 
     root, policies = Path(root), Path(policies)
     for flag, label in (("variant", variant), ("demote_to", demote_to)):
@@ -374,9 +373,7 @@ def promote_variant(
         raise RecordError(f"{board}: entries {clash} exist already; the renaming would merge them")
 
     def changes(rec: Record) -> list[str]:
-        stored = _stored(rec, root)
-        out = algo_changes(stored["algo"], rec.data["shield"], scenario_config(rec))
-        out += shield_changes(rec.data["shield"], dict(stored.get("shield_kwargs") or {}))
+        out = setting_changes(rec, _stored(rec, root))
         return [f"{k} {was} (today {now})" for k, was, now in out]
 
     for rec in mine:

@@ -130,6 +130,18 @@ def shield_changes(shield: str, stored_kwargs: dict[str, Any]) -> list[tuple[str
     ]
 
 
+def setting_changes(rec: Record, stored: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """``rec``'s algorithm and shield settings that differ from today's defaults.
+
+    Args:
+        rec: a learned record.
+        stored: its policy file's contents (``algo``, ``shield_kwargs``).
+    """
+    changes = algo_changes(stored["algo"], rec.data["shield"], scenario_config(rec))
+    changes += shield_changes(rec.data["shield"], dict(stored.get("shield_kwargs") or {}))
+    return changes
+
+
 def budget_change(rec: Record) -> list[tuple[str, str, str]]:
     """The budget as a change when the record was not trained at its board's budget."""
     from edgesched.experiment.budgets import benchmark_budget, trained_at
@@ -159,9 +171,7 @@ def departures(records: list[Record], root: str | Path = ".") -> list[Departure]
         if isinstance(stored, str):
             found.append(Departure(rec, (), stored))
             continue
-        changes = algo_changes(stored["algo"], rec.data["shield"], scenario_config(rec))
-        changes += shield_changes(rec.data["shield"], dict(stored.get("shield_kwargs") or {}))
-        changes += budget_change(rec)
+        changes = setting_changes(rec, stored) + budget_change(rec)
         if changes:
             found.append(Departure(rec, tuple(changes)))
     return found
@@ -208,4 +218,5 @@ __all__ = [
     "departures",
     "render_departures",
     "scenario_config",
+    "setting_changes",
 ]
