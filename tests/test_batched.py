@@ -224,12 +224,38 @@ def test_a_larger_workload_lays_the_copies_out_again() -> None:
     copies=st.integers(1, 4),
     seed=st.integers(0, 10_000),
     advance=st.sampled_from(["every_step", "when_idle"]),
-    collision_mode=st.sampled_from(["overload", "reject", "measured"]),
+    collision_mode=st.sampled_from(["overload", "reject", "measured", "timeshare"]),
     visibility=st.sampled_from(["home", "shared"]),
     pending_slots=st.integers(1, 3),
+    # each further option at its default or another allowed value, so that options are
+    # exercised together and not only one at a time (test_options_match_single_simulators)
+    extra=st.fixed_dictionaries(
+        {},
+        optional={
+            "obs_delay": st.integers(1, 2),
+            "pending_refill": st.just("on_advance"),
+            "conflict_rule": st.sampled_from(["random", "fit", "fit_argmax"]),
+            "waiting_charge": st.just("every_viewer"),
+            "reward_mode": st.just("team"),
+            "priority_aging_slots": st.integers(1, 4),
+            "straggler_scale": st.just(2.0),
+            "switch_weight": st.just(0.5),
+            "crash_order": st.just("random"),
+            "accuracy_gain_weight": st.just(1.0),
+            "resource_cost_weight": st.just(0.5),
+        },
+    ),
+    resize=st.booleans(),
 )
 def test_random_configurations_match_single_simulators(
-    copies: int, seed: int, advance: str, collision_mode: str, visibility: str, pending_slots: int
+    copies: int,
+    seed: int,
+    advance: str,
+    collision_mode: str,
+    visibility: str,
+    pending_slots: int,
+    extra: dict,
+    resize: bool,
 ) -> None:
     cfg = make_config(
         "edge10",
@@ -241,8 +267,10 @@ def test_random_configurations_match_single_simulators(
         collision_mode=collision_mode,
         visibility=visibility,
         pending_slots=pending_slots,
+        **extra,
     )
-    Lockstep(cfg, copies, [seed + b for b in range(copies)], action_seed=seed).run(60)
+    lock = Lockstep(cfg, copies, [seed + b for b in range(copies)], action_seed=seed, resize=resize)
+    lock.run(60)
 
 
 def test_factory_and_views() -> None:
