@@ -400,7 +400,7 @@ def test_pointer_clip_bounds_the_pointer_logits_softly():
     of the unbounded network's, with the same weights; the allocation head is untouched."""
     sim = _busy("tapfinger-hetero6")
     spec = EnvSpec.of(sim)
-    free = TapFingerTrainer(_cfg(), spec, seed=0)
+    free = TapFingerTrainer(_cfg(pointer_clip=0.0), spec, seed=0)
     clipped = TapFingerTrainer(_cfg(pointer_clip=0.5), spec, seed=0)
     clipped.actor.load_state_dict(free.actor.state_dict())
     batch = pad_graphs([sim.graph()])
@@ -413,6 +413,46 @@ def test_pointer_clip_bounds_the_pointer_logits_softly():
     assert torch.equal(alloc, alloc_c) and torch.equal(v, v_c)
     out = clipped.propose([sim.graph()], sim.mask[None])
     assert sim.mask[np.arange(sim.num_agents), out["actions"][0]].all()
+
+
+def test_the_pointer_bound_follows_the_scenario(tmp_path):
+    """``pointer_clip=None``: the original's 10 where agents contest tasks (shared
+    visibility), unbounded where each sees only its own queue; a number is kept as given,
+    a stored config without the key loads unbounded, and the policy file stores the bound
+    the default resolved to."""
+    from edgesched.algos import algo_config, config_from_dict, pointer_clip_for
+    from edgesched.experiment import run
+    from edgesched.experiment.schema import EnvConfig, TrainConfig
+
+    cfg = algo_config("tapfinger")
+    assert cfg.pointer_clip is None
+    for scenario, clip in (
+        ("tapfinger-hetero6", 10.0),
+        ("tapfinger-hetero6-lam2", 10.0),
+        ("edge10", 0.0),
+    ):
+        spec = EnvSpec.of(EdgeClusterSim(make_config(scenario)))
+        assert TapFingerTrainer(cfg, spec, seed=0).actor.pointer_clip == clip, scenario
+        assert cfg.for_scenario(spec.config).pointer_clip == clip
+        given = algo_config("tapfinger", pointer_clip=3.0)
+        assert TapFingerTrainer(given, spec, seed=0).actor.pointer_clip == 3.0
+    assert config_from_dict({"name": "tapfinger"}).pointer_clip == 0.0
+    with pytest.raises(ValueError, match=r"algo\.pointer_clip=None.*EnvSpec\.config is None"):
+        pointer_clip_for(None, None, "algo.pointer_clip")
+
+    train = OmegaConf.structured(
+        TrainConfig(algo=AlgoConfig(name="tapfinger"), env=EnvConfig(name="tapfinger-hetero6"))
+    )
+    train.experiment.total_env_steps = 32
+    train.experiment.num_envs = 2
+    train.experiment.rollout_steps = 16
+    train.experiment.eval_seeds = [10_000]
+    train.env.overrides = {"max_slots": 8}
+    train.run_dir = str(tmp_path / "run")
+    run(train)
+    assert OmegaConf.load(tmp_path / "run" / "config.yaml").algo.pointer_clip is None
+    stored = torch.load(tmp_path / "run" / "policy.pt", map_location="cpu", weights_only=True)
+    assert stored["algo"]["pointer_clip"] == 10.0
 
 
 def test_update_path_computes_the_same_chosen_slot_log_probs():

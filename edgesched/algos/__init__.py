@@ -23,6 +23,7 @@ from .base import (
     PPOConfig,
     Trainer,
     missing_members,
+    pointer_clip_for,
     team_reward_for,
 )
 
@@ -385,12 +386,14 @@ class TapFingerConfig(PPOConfig):
             probable at evaluation) or ``argmax`` (the largest pointer probability x fit,
             always; the original TapFinger code's rule).
         pointer_clip: bound ``C`` of the pointer's logits (task scores and defer score),
-            ``C * tanh(logit / C)``: near 0 unchanged, never beyond ``+-C``. The original
-            code's pointers are bounded (its LSTM pointer ``10 * tanh``, its attention
-            pointer additive, ``v . tanh(...)``); ours is a scaled dot product, whose
-            logits grow with training (``benchmarks/results/tapfinger_pointer.md``). 0 (the
-            default, as every committed run trained; a stored config without the key loads
-            so) leaves them unbounded.
+            ``C * tanh(logit / C)``: near 0 unchanged, never beyond ``+-C``; 0 leaves them
+            unbounded. The original code's pointers are bounded (its LSTM pointer ``10 *
+            tanh``, its attention pointer additive, ``v . tanh(...)``); ours is a scaled dot
+            product, whose logits grow with training (``benchmarks/results/
+            tapfinger_pointer.md``). ``None`` (the default) follows the scenario
+            (:func:`pointer_clip_for`): 10, the original's bound, where agents contest
+            tasks (shared visibility), unbounded where each agent sees only its own queue.
+            A stored config without the key loads as 0 (unbounded), as it trained.
     """
 
     name: str = "tapfinger"
@@ -402,10 +405,19 @@ class TapFingerConfig(PPOConfig):
     team_reward: Optional[bool] = None  # noqa: UP045 (OmegaConf reads no `bool | None`)
     work_conserving: bool = False
     conflict_winner: str = "sampled"
-    pointer_clip: float = 0.0
+    pointer_clip: Optional[float] = None  # noqa: UP045 (as team_reward)
 
-    # configs stored before the key existed (0e96081) trained on each agent's own reward
-    stored_defaults: ClassVar[dict[str, Any]] = {"team_reward": False}
+    # configs stored before a key existed: team_reward (0e96081) trained on each agent's own
+    # reward, pointer_clip with unbounded pointer logits
+    stored_defaults: ClassVar[dict[str, Any]] = {"team_reward": False, "pointer_clip": 0.0}
+
+    def for_scenario(self, sim_config: Any) -> TapFingerConfig:
+        """These settings with ``team_reward`` and ``pointer_clip`` resolved for the scenario."""
+        cfg = super().for_scenario(sim_config)
+        if cfg.pointer_clip is not None or sim_config is None:
+            return cfg
+        clip = pointer_clip_for(None, sim_config, "algo.pointer_clip")
+        return dataclasses.replace(cfg, pointer_clip=clip)
 
 
 def _tapfinger(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:
@@ -509,6 +521,7 @@ __all__ = [
     "get_algorithm",
     "list_algorithms",
     "make_trainer",
+    "pointer_clip_for",
     "register_algorithm",
     "team_reward_for",
 ]

@@ -244,6 +244,43 @@ def team_reward_for(value: bool | None, sim_config: Any, name: str) -> bool:
     return shared and getattr(sim_config, "waiting_charge", "home") == "home"
 
 
+POINTER_CLIP_SHARED = 10.0
+"""TapFinger's pointer bound where agents contest tasks: the original code's ``10 tanh``."""
+
+
+def pointer_clip_for(value: float | None, sim_config: Any, name: str) -> float:
+    """The bound of TapFinger's pointer logits (``algo.pointer_clip``); 0 is unbounded.
+
+    ``None`` follows the scenario. :data:`POINTER_CLIP_SHARED` where agents contest tasks
+    (``visibility="shared"``: a task sits in several agents' windows and only one of the
+    agents that choose it gets it): there the unbounded pointer sharpens with training and
+    its agents lose more of their placement attempts to each other (0.232 of them at
+    149,504 steps, 0.423 at 599,552 on ``tapfinger-hetero6``); bounded, 0.208, and the
+    mean JCT is 22.2% lower, paired (``benchmarks/results/tapfinger_pointer_clip.md``).
+    Unbounded elsewhere: under ``visibility="home"`` no task is contested, and the bound
+    only keeps the sampled pointer less certain among the agent's own tasks (edge10: 14.1%
+    higher mean JCT, ``benchmarks/results/tapfinger_pointer_clip_edge10.md``).
+
+    Args:
+        value: ``algo.pointer_clip`` (a number is returned as it is).
+        sim_config: the scenario's :class:`~edgesched.envs.config.SimConfig`.
+        name: the parameter's name, for the error.
+
+    Raises:
+        ValueError: ``value`` is ``None`` and ``sim_config`` is ``None``.
+    """
+    if value is not None:
+        return float(value)
+    if sim_config is None:
+        raise ValueError(
+            f"{name}=None follows the scenario's visibility, but the spec carries no scenario "
+            "configuration (EnvSpec.config is None); build the spec with EnvSpec.of(sim) or "
+            f"set {name} to a number (0: unbounded)"
+        )
+    shared = getattr(sim_config, "visibility", "home") == "shared"
+    return POINTER_CLIP_SHARED if shared else 0.0
+
+
 # ------------------------------------------------------------------------------ configs
 @dataclass
 class AlgorithmConfig:

@@ -82,7 +82,7 @@ from torch import nn
 from edgesched.envs.core import NODE_FEATURES
 from edgesched.policy import EnvSpec
 
-from . import TAPFINGER_CONFLICT_WINNERS, team_reward_for
+from . import TAPFINGER_CONFLICT_WINNERS, pointer_clip_for, team_reward_for
 from .common import (
     PPOEpochs,
     RunningMeanStd,
@@ -356,7 +356,9 @@ class TapFingerTrainer:
         torch.manual_seed(seed)
         layers = int(cfg.gnn_layers) if cfg.graph_attention else 0
         # a stored config from before the key had unbounded pointer logits
-        clip = float(getattr(cfg, "pointer_clip", 0.0))
+        clip = pointer_clip_for(
+            getattr(cfg, "pointer_clip", 0.0), spec.config, "algo.pointer_clip"
+        )
         self.actor = TapFingerNet(spec, int(cfg.gnn_hidden), layers, int(cfg.gnn_heads), clip)
         self.pointer = bool(cfg.pointer)
         self.team_reward = team_reward_for(

@@ -425,7 +425,7 @@ _UNIT = ("exploration_fraction", "exploration_final_eps")
 _NON_NEGATIVE = {
     "target_kl": "need a number >= 0 (0: never stop an update's epochs early)",
     "queue_shaping": "need a non-negative weight (0 turns the shaping off)",
-    "pointer_clip": "need a number >= 0 (0: unbounded pointer logits)",
+    "pointer_clip": "need a number >= 0 (0: unbounded pointer logits) or null (the scenario's)",
 }
 
 
@@ -445,7 +445,8 @@ def _check_algo(a: DictConfig, shield: str) -> None:
         if key in a:
             _check(0.0 <= float(a[key]) <= 1.0, f"algo.{key}", a[key], "need a number in [0, 1]")
     for key, what in _NON_NEGATIVE.items():
-        if key in a:
+        # None: a default that follows the scenario (pointer_clip)
+        if key in a and a[key] is not None:
             _check(float(a[key]) >= 0.0, f"algo.{key}", a[key], what)
     if "ent_coef_start" in a:
         _check(
