@@ -765,6 +765,22 @@ def test_tapfinger_study_reports_paired_reductions_and_targets():
     assert "37.5% lower" in noptr and "without the pointer (the component helps)" in noptr
     noattn = next(line for line in md.splitlines() if "Ablation tapfinger-noattn" in line)
     assert "0.0% lower" in noattn and "no benefit of the component shown" in noattn
+    # an ablation trained before a default moved is compared with the entry that kept its
+    # other settings (provenance.matched_bases), which the table then lists too
+    moved = [*hetero, row("tapfinger-noclip", True, 0.8)]
+    bases = {
+        ("tapfinger-hetero6", "tapfinger-noattn"): ("tapfinger-noclip", ("graph_attention",)),
+        ("tapfinger-hetero6", "tapfinger-noptr"): ("tapfinger", ("pointer", "pointer_clip")),
+    }
+    md2 = render_tapfinger({"tapfinger-hetero6": moved}, bases=bases)
+    assert "| tapfinger-noclip | learned | 3 train |" in md2
+    noattn = next(line for line in md2.splitlines() if "Ablation tapfinger-noattn" in line)
+    assert "against `tapfinger-noclip` (trained with the same settings but graph attention)" in (
+        noattn
+    )
+    assert "`tapfinger-noclip`'s mean JCT is 60.0% higher" in noattn
+    noptr = next(line for line in md2.splitlines() if "Ablation tapfinger-noptr" in line)
+    assert "against `tapfinger` (which differs in pointer_clip too)" in noptr
     # on edge50 every heuristic counts, and a worse tapfinger reads "higher"
     edge = [row("tapfinger", True, 0.5), row("optimus", False, 0.6), row("fifo", False, 0.4)]
     md = render_tapfinger({"edge50": edge})

@@ -152,3 +152,39 @@ def test_the_committed_records_say_which_entries_are_not_todays_defaults():
     """Every entry of the current boards has a policy file whose settings can be compared."""
     recs = load_records([ROOT / "leaderboards" / "results"])
     assert all(not d.unknown for d in departures(recs, ROOT))
+
+
+def test_an_ablation_is_matched_with_the_entry_trained_with_its_other_settings(tmp_path):
+    """When a default moved after an ablation trained, its base is the entry that kept the
+    old setting (TapFinger's ``pointer_clip``), not the board's default entry."""
+    from edgesched.leaderboard.provenance import matched_bases
+
+    def rec(entry: str, algo: dict, i: int) -> Record:
+        row = dict(_learned(tmp_path, None, 0))
+        row.update(scenario="tapfinger-hetero6-v0", algo=entry, env_overrides={})
+        path = tmp_path / f"{entry}.pt"
+        torch.save({"actor": {}, "algo": algo, "shield": "none", "shield_kwargs": {}}, path)
+        row["policy"] = path.name
+        return Record(row, tmp_path / "r.jsonl", i)
+
+    today = {**_default("tapfinger"), "pointer_clip": 10.0}
+    before = {**_default("tapfinger"), "pointer_clip": 0.0}
+    recs = [
+        rec("tapfinger", today, 1),
+        rec("tapfinger-noclip", before, 2),
+        rec("tapfinger-noattn", {**before, "graph_attention": False}, 3),
+        rec("tapfinger-noptr", {**today, "pointer": False}, 4),
+    ]
+    bases = matched_bases(recs, ("tapfinger-noattn", "tapfinger-noptr"), tmp_path)
+    assert bases[("tapfinger-hetero6", "tapfinger-noattn")] == (
+        "tapfinger-noclip",
+        ("graph_attention",),
+    )
+    # trained with today's settings: the default entry, which differs in the component only
+    assert bases[("tapfinger-hetero6", "tapfinger-noptr")] == ("tapfinger", ("pointer",))
+    # without a candidate that differs in the component alone, the closest one, named
+    only = matched_bases(recs[:1] + recs[2:3], ("tapfinger-noattn",), tmp_path)
+    assert only[("tapfinger-hetero6", "tapfinger-noattn")] == (
+        "tapfinger",
+        ("graph_attention", "pointer_clip"),
+    )

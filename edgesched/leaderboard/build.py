@@ -18,6 +18,7 @@ import csv
 import dataclasses
 import io
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -548,12 +549,14 @@ def build(
         render_coverage(tables, departures(records, root), longer, board_budgets(grouped)),
     )
     written.append(out / "coverage.md")
-    from .studies import render_rlpto, render_srole, render_tapfinger
+    from .provenance import matched_bases
+    from .studies import TAPFINGER_ABLATIONS, render_rlpto, render_srole, render_tapfinger
 
+    bases = matched_bases(records, TAPFINGER_ABLATIONS, root)
     for page, render in (
         ("srole.md", render_srole),
         ("rlpto.md", render_rlpto),
-        ("tapfinger.md", render_tapfinger),
+        ("tapfinger.md", partial(render_tapfinger, bases=bases)),
     ):
         study = render(tables)
         if study is not None:

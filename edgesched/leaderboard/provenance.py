@@ -177,6 +177,63 @@ def departures(records: list[Record], root: str | Path = ".") -> list[Departure]
     return found
 
 
+def matched_bases(
+    records: list[Record], variants: tuple[str, ...], root: str | Path = "."
+) -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
+    """For each variant entry (an ablation), the entry it should be compared with.
+
+    An ablation changes one component of its algorithm; what the component is worth is the
+    difference from the entry trained with the same settings otherwise. When a default
+    moves after the ablation was trained (TapFinger's ``pointer_clip``), the board's
+    default entry differs in more than the component, and an entry demoted to a variant
+    (``tapfinger-noclip``) may be the ablation's true base. The base is the entry of the
+    same algorithm on the same board, not itself a listed variant, whose stored settings
+    (resolved on the board's scenario) differ from the variant's in the fewest keys, the
+    default entry first among equals.
+
+    Args:
+        records: the boards' records.
+        variants: the variant entries to match (e.g. ``("tapfinger-noattn", ...)``).
+        root: the directory that the records' ``policy`` paths are relative to.
+
+    Returns:
+        ``(board, variant) -> (base entry, keys in which they differ)``, for
+        every variant with a readable policy file and a candidate base that has one too.
+    """
+    from edgesched.algos import config_from_dict
+
+    root = Path(root)
+    settings: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+    for rec in records:
+        if not rec.learned or rec.data["shield"] not in ("", "none"):
+            continue
+        key = (rec.scenario_name, str(rec.data["algo"]))
+        if key in settings:
+            continue
+        stored = _stored_policy(rec, root)
+        if isinstance(stored, str):
+            continue
+        cfg = config_from_dict(stored["algo"]).for_scenario(scenario_config(rec))
+        settings[key] = (str(stored["algo"]["name"]), dataclasses.asdict(cfg))
+    out = {}
+    for (board, entry), (algo, mine) in settings.items():
+        if entry not in variants:
+            continue
+        best: tuple[int, int, str, tuple[str, ...]] | None = None
+        for (other_board, other), (other_algo, theirs) in settings.items():
+            if other_board != board or other_algo != algo or other in variants:
+                continue
+            diff = tuple(
+                k for k in sorted(mine) if k not in _IGNORED_KEYS and mine.get(k) != theirs.get(k)
+            )
+            rank = (len(diff), other != algo, other, diff)
+            if best is None or rank < best:
+                best = rank
+        if best is not None:
+            out[(board, entry)] = (best[2], best[3])
+    return out
+
+
 def render_departures(found: list[Departure]) -> list[str]:
     """Markdown lines for ``coverage.md``: one line per (board, entry) with its departures."""
     lines = [

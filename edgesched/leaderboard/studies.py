@@ -352,8 +352,20 @@ def reduction_text(e: stats.Estimate | None) -> str:
     return f"{_change(e.value, 'lower', 'higher')} [{_pct(lo)}, {_pct(hi)}]"
 
 
-def render_tapfinger(tables: dict[str, list[Row]]) -> str | None:
-    """The TapFinger study page, or ``None`` when no scenario of the study has its entries."""
+def render_tapfinger(
+    tables: dict[str, list[Row]],
+    bases: dict[tuple[str, str], tuple[str, tuple[str, ...]]] | None = None,
+) -> str | None:
+    """The TapFinger study page, or ``None`` when no scenario of the study has its entries.
+
+    Args:
+        tables: each board's rows.
+        bases: ``(board, ablation) -> (entry, differing keys)``: the entry each
+            ablation is compared with, the one trained with its settings but the ablated
+            component (:func:`edgesched.leaderboard.provenance.matched_bases`); without
+            one, the board's ``tapfinger``.
+    """
+    bases = bases or {}
     present = [
         s for s in TAPFINGER_SCENARIOS if any(r.algo == "tapfinger" for r in tables.get(s, []))
     ]
@@ -409,7 +421,9 @@ def render_tapfinger(tables: dict[str, list[Row]]) -> str | None:
         tf = by_algo["tapfinger"]
         heur = [r for r in rows if not r.learned and r.shield == "none"]
         best = min(heur, key=lambda r: r.mean.value) if heur else None
+        matched = {ab: bases.get((scenario, ab), ("tapfinger", ())) for ab in TAPFINGER_ABLATIONS}
         names = ["tapfinger", *TAPFINGER_ABLATIONS, *TAPFINGER_PAPER_BASELINES]
+        names[1:1] = sorted({b for b, _ in matched.values() if b not in names})
         if best is not None and best.algo not in names:
             names.append(best.algo)
         lines += [
@@ -463,12 +477,23 @@ def render_tapfinger(tables: dict[str, list[Row]]) -> str | None:
             )
         for name in TAPFINGER_ABLATIONS:
             r = by_algo.get(name)
-            if r is not None:
-                e = paired_reduction(tf, r)
+            base_name, diff = matched[name]
+            base = by_algo.get(base_name)
+            if r is not None and base is not None:
+                e = paired_reduction(base, r)
+                component = "graph attention" if name.endswith("noattn") else "the pointer"
+                # an ablation differs from its base in its component only; a base that
+                # differs in more (no entry trained with its other settings) is named
+                other = [k for k in diff if k not in ("graph_attention", "pointer")]
                 checks.append(
-                    f"- Ablation {name}: tapfinger's mean JCT is {reduction_text(e)} than "
-                    "without "
-                    + ("graph attention" if name.endswith("noattn") else "the pointer")
+                    f"- Ablation {name}, against `{base_name}`"
+                    + (
+                        f" (trained with the same settings but {component})"
+                        if not other
+                        else f" (which differs in {', '.join(other)} too)"
+                    )
+                    + f": `{base_name}`'s mean JCT is {reduction_text(e)} than without "
+                    + component
                     + (
                         " (the component helps)."
                         if e is not None and e.low > 0
