@@ -4,8 +4,10 @@ Each agent (an edge node, or an edge cluster in ``tapfinger-hetero6``) decides i
 
 1. **Task selection** (pointer): attention of the agent's embedding over the embeddings of the
    tasks in its ``pending_slots`` (masked where a slot is empty or nothing fits), plus a
-   learned "defer" score: ``logit(s) = q(h_agent) . k(h_task_s) / sqrt(d)`` (unbounded, or
-   ``C tanh(logit / C)`` with ``algo.pointer_clip=C``).
+   learned "defer" score: ``logit(s) = q(h_agent) . k(h_task_s) / sqrt(d)``, bounded to
+   ``C tanh(logit / C)`` with ``algo.pointer_clip=C`` (by default 10, the original code's
+   bound, where agents contest tasks, and unbounded elsewhere:
+   :func:`edgesched.algos.pointer_clip_for`).
 2. **Allocation**: a head over every (placement target, allocation level) pair for the chosen
    task, ``f([h_agent, h_task, h_target])``, masked by the task's minimum demand and the
    target's free capacity (the simulator's action mask). On ``tapfinger-hetero6`` the grid
@@ -356,9 +358,7 @@ class TapFingerTrainer:
         torch.manual_seed(seed)
         layers = int(cfg.gnn_layers) if cfg.graph_attention else 0
         # a stored config from before the key had unbounded pointer logits
-        clip = pointer_clip_for(
-            getattr(cfg, "pointer_clip", 0.0), spec.config, "algo.pointer_clip"
-        )
+        clip = pointer_clip_for(getattr(cfg, "pointer_clip", 0.0), spec.config, "algo.pointer_clip")
         self.actor = TapFingerNet(spec, int(cfg.gnn_hidden), layers, int(cfg.gnn_heads), clip)
         self.pointer = bool(cfg.pointer)
         self.team_reward = team_reward_for(
