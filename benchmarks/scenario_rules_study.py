@@ -25,8 +25,8 @@ counterpart under the registered rules on the same workloads (evaluation seeds):
         --rules leaderboards/studies/original_rules/tapfinger-hetero6_baselines.jsonl \
             leaderboards/studies/original_rules/tapfinger-hetero6_tapfinger-orig.jsonl \
         --reference leaderboards/results \
-            leaderboards/studies/budget/tapfinger-hetero6_tapfinger-b150k.jsonl \
-        --pair tapfinger-orig=tapfinger-b150k \
+            leaderboards/studies/budget/tapfinger-hetero6_tapfinger-noclip-b150k.jsonl \
+        --pair tapfinger-orig=tapfinger-noclip-b150k \
         --name original_rules_tfh6 --out benchmarks/results
 
 ``--versus a=b`` compares two entries under the same rules (a learner setting or a longer

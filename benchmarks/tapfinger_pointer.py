@@ -14,11 +14,12 @@ policies of one entry (its file name without ``_seedN``):
   another agent also chose and the other won: it defers in the environment), and the
   contested tasks per decision round.
 
-Read across budgets (``tapfinger-b150k`` .. ``tapfinger-b1200k``) it shows whether the
-pointer sharpens and its agents collide on tasks as training goes on::
+Read across budgets (``tapfinger-noclip-b150k`` .. ``-b1200k``, the unbounded pointer's
+budget studies) it shows whether the pointer sharpens and its agents collide on tasks as
+training goes on::
 
     python benchmarks/tapfinger_pointer.py --policies \
-        leaderboards/policies/tapfinger-hetero6/tapfinger-b{150k,300k,600k,1200k}_seed*.pt \
+        leaderboards/policies/tapfinger-hetero6/tapfinger-noclip-b{150k,300k,600k,1200k}_seed*.pt \
         --out benchmarks/results --name tapfinger_pointer
 """
 

@@ -10,7 +10,7 @@ from conftest import import_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "leaderboards/studies/original_rules/tapfinger-hetero6_baselines.jsonl"
-B150K = ROOT / "leaderboards/studies/budget/tapfinger-hetero6_tapfinger-b150k.jsonl"
+B150K = ROOT / "leaderboards/studies/budget/tapfinger-hetero6_tapfinger-noclip-b150k.jsonl"
 ORIGINAL = {"pending_refill": "on_advance", "waiting_charge": "every_viewer"}
 
 
@@ -42,7 +42,7 @@ def files(tmp_path):
     """Records under the rules, and the same systems under the registered rules.
 
     The reference heuristics take twice as long and the reference learner (the committed
-    ``tapfinger-b150k`` records) is renamed and halved under the rules, so every paired
+    ``tapfinger-noclip-b150k`` records) is renamed and halved under the rules, so every paired
     change is known exactly: 50% lower.
     """
     heur = [r for r in _records(RULES) if r["algo"] in ("optimus", "tiresias", "random")]
@@ -58,13 +58,13 @@ def test_pairs_by_name_and_by_pair_on_the_same_workloads(study, files, capsys):
     study.main(
         [
             "--rules", str(rules), "--reference", str(ref),
-            "--pair", "tapfinger-orig=tapfinger-b150k",
+            "--pair", "tapfinger-orig=tapfinger-noclip-b150k",
             "--baselines", "optimus", "tiresias",
         ]
     )  # fmt: skip
     out = capsys.readouterr().out
     for line in (
-        "| tapfinger-orig | tapfinger-b150k | 11.19 [10.72, 11.73] | 5.60",
+        "| tapfinger-orig | tapfinger-noclip-b150k | 11.19 [10.72, 11.73] | 5.60",
         "| optimus | optimus | 15.08",
         "| tiresias | tiresias |",
         "| random | random |",
@@ -87,14 +87,14 @@ def test_target_verdict_follows_the_reduction(study, files, capsys):
     assert "- tapfinger-orig vs optimus: 62.9% lower" in out
     assert "target (at least 30% lower): met" in out
     # no --pair: the renamed learner has no reference row of its own name
-    assert "| tapfinger-orig | tapfinger-b150k |" not in out
+    assert "| tapfinger-orig | tapfinger-noclip-b150k |" not in out
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--pair", "tapfinger-orig"], "expected <entry under the rules>=<reference entry>"),
-        (["--baselines", "optimus", "--pair", "x=tapfinger-b150k"], "--pair names ['x']"),
+        (["--baselines", "optimus", "--pair", "x=tapfinger-noclip-b150k"], "--pair names ['x']"),
         (
             ["--baselines", "optimus", "--pair", "tapfinger-orig=x"],
             "--pair names ['x'], not among the reference",

@@ -870,7 +870,7 @@ def test_work_conserving_study_evaluates_the_board_policy_as_recorded():
     records = [
         json.loads(line)
         for line in (
-            ROOT / "leaderboards/studies/budget/tapfinger-hetero6_tapfinger-b150k.jsonl"
+            ROOT / "leaderboards/studies/budget/tapfinger-hetero6_tapfinger-noclip-b150k.jsonl"
         ).open()
     ]
     rec = next(r for r in records if r["train_seed"] == 0)

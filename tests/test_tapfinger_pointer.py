@@ -17,12 +17,16 @@ def tp():
 
 
 def test_a_committed_policy_gives_bounded_figures(tp):
-    stats = tp.pointer_stats(POLICIES / "tapfinger-b150k_seed0.pt", steps=6, copies=2, seed=3)
+    stats = tp.pointer_stats(
+        POLICIES / "tapfinger-noclip-b150k_seed0.pt", steps=6, copies=2, seed=3
+    )
     assert all(math.isfinite(v) for v in stats.values()), stats
     assert 0.0 <= stats["entropy"] <= stats["entropy_max"] + 1e-6
     assert 0.0 <= stats["lost"] <= 1.0 and stats["contested"] >= 0.0
     assert stats["logit_max"] >= stats["logit_std"] > 0.0
-    again = tp.pointer_stats(POLICIES / "tapfinger-b150k_seed0.pt", steps=6, copies=2, seed=3)
+    again = tp.pointer_stats(
+        POLICIES / "tapfinger-noclip-b150k_seed0.pt", steps=6, copies=2, seed=3
+    )
     assert again == stats  # seeded: the same rollout
 
 

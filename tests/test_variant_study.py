@@ -108,10 +108,10 @@ def test_curve_groups_plot_each_entry_with_its_variants(study):
 def test_collected_budget_tiers_join_the_study_without_run_directories(study, tmp_path, capsys):
     # the tapfinger-hetero6 budget tiers' run directories are gone; their records remain
     board = _results(
-        "baselines.jsonl", "baselines_preemptive.jsonl", "tapfinger-hetero6_tapfinger.jsonl"
+        "baselines.jsonl", "baselines_preemptive.jsonl", "tapfinger-hetero6_tapfinger-noclip.jsonl"
     )
     budget = ROOT / "leaderboards" / "studies" / "budget"
-    tiers = [str(budget / f"tapfinger-hetero6_tapfinger-b{k}k.jsonl") for k in (300, 600)]
+    tiers = [str(budget / f"tapfinger-hetero6_tapfinger-noclip-b{k}k.jsonl") for k in (300, 600)]
     study.main(
         [
             "--results",
@@ -125,14 +125,15 @@ def test_collected_budget_tiers_join_the_study_without_run_directories(study, tm
         ]
     )
     text = (tmp_path / "tiers.md").read_text()
-    for tier in ("tapfinger-b300k", "tapfinger-b600k"):
-        assert f"| tapfinger-hetero6 | tapfinger | {tier} | 3 vs 3 |" in text
+    for tier in ("tapfinger-noclip-b300k", "tapfinger-noclip-b600k"):
+        assert f"| tapfinger-hetero6 | tapfinger-noclip | {tier} | 3 vs 3 |" in text
     # each tier against the board's best heuristic, whose records are among --results
-    for tier in ("tapfinger-b300k", "tapfinger-b600k"):
+    for tier in ("tapfinger-noclip-b300k", "tapfinger-noclip-b600k"):
         assert f"| tapfinger-hetero6 | {tier} | " in text
     assert text.count("| optimus | 7.48 [7.31, 7.66] | ") == 2
     # one plot with the entry's curve and both tiers'
-    assert (tmp_path / "tiers_tapfinger-hetero6_tapfinger.png").read_bytes().startswith(b"\x89PNG")
+    png = tmp_path / "tiers_tapfinger-hetero6_tapfinger-noclip.png"
+    assert png.read_bytes().startswith(b"\x89PNG")
     with pytest.raises(SystemExit):
         study.main(["--results", *board])  # no variants at all: a usage error
     assert "--variant-results" in capsys.readouterr().err
@@ -214,17 +215,17 @@ def test_heuristic_cells_apply_the_board_target_test_to_a_variant(study):
 
 
 def test_a_variant_already_on_the_board_is_read_once(study, tmp_path):
-    """``tapfinger-pclip10`` is in the board's results; given again as the study's variant,
+    """``tapfinger-noclip`` is in the board's results; given again as the study's variant,
     its board records are left out instead of failing as duplicates of the same runs."""
     board = _results(
         "baselines.jsonl",
         "tapfinger-hetero6_tapfinger.jsonl",
-        "tapfinger-hetero6_tapfinger-pclip10.jsonl",
+        "tapfinger-hetero6_tapfinger-noclip.jsonl",
     )
-    (variant,) = _results("tapfinger-hetero6_tapfinger-pclip10.jsonl")
+    (variant,) = _results("tapfinger-hetero6_tapfinger-noclip.jsonl")
     study.main(["--results", *board, "--variant-results", variant, "--out", str(tmp_path)])
     text = (tmp_path / "variant_study.md").read_text()
-    assert text.count("| tapfinger-hetero6 | tapfinger | tapfinger-pclip10 | 3 vs 3 |") == 1
+    assert text.count("| tapfinger-hetero6 | tapfinger | tapfinger-noclip | 3 vs 3 |") == 1
     # a default entry given again is not a variant: still refused as the same runs twice
     (base,) = _results("tapfinger-hetero6_tapfinger.jsonl")
     with pytest.raises(RecordError, match="duplicate entry"):

@@ -234,14 +234,24 @@ def team_reward_for(value: bool | None, sim_config: Any, name: str) -> bool:
     """
     if value is not None:
         return bool(value)
+    shared = _shared_visibility(sim_config, name, "true (the agents' mean reward) or false")
+    return shared and getattr(sim_config, "waiting_charge", "home") == "home"
+
+
+def _shared_visibility(sim_config: Any, name: str, forced: str) -> bool:
+    """Whether a scenario shows a waiting job to several agents, for a ``None`` default.
+
+    Raises:
+        ValueError: no scenario configuration to follow (naming ``name`` and the values
+            ``forced`` that set it without one).
+    """
     if sim_config is None:
         raise ValueError(
             f"{name}=None follows the scenario's visibility, but the spec carries no scenario "
             "configuration (EnvSpec.config is None); build the spec with EnvSpec.of(sim) or "
-            f"set {name} to true (the agents' mean reward) or false (each agent's own)"
+            f"set {name} to {forced}"
         )
-    shared = getattr(sim_config, "visibility", "home") == "shared"
-    return shared and getattr(sim_config, "waiting_charge", "home") == "home"
+    return getattr(sim_config, "visibility", "home") == "shared"
 
 
 POINTER_CLIP_SHARED = 10.0
@@ -271,13 +281,7 @@ def pointer_clip_for(value: float | None, sim_config: Any, name: str) -> float:
     """
     if value is not None:
         return float(value)
-    if sim_config is None:
-        raise ValueError(
-            f"{name}=None follows the scenario's visibility, but the spec carries no scenario "
-            "configuration (EnvSpec.config is None); build the spec with EnvSpec.of(sim) or "
-            f"set {name} to a number (0: unbounded)"
-        )
-    shared = getattr(sim_config, "visibility", "home") == "shared"
+    shared = _shared_visibility(sim_config, name, "a number (0: unbounded)")
     return POINTER_CLIP_SHARED if shared else 0.0
 
 
