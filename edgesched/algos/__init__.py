@@ -173,6 +173,7 @@ class SharedPPOConfig(PPOConfig):
 
     #: a stored config without ``team_reward`` was trained on each agent's own reward
     stored_defaults: ClassVar[dict[str, Any]] = {"team_reward": False}
+    scenario_defaults: ClassVar[dict[str, Any]] = {"team_reward": team_reward_for}
 
     feature_norm: bool = False
     team_reward: Optional[bool] = None  # noqa: UP045 (OmegaConf reads no `bool | None`)
@@ -410,14 +411,10 @@ class TapFingerConfig(PPOConfig):
     # configs stored before a key existed: team_reward (0e96081) trained on each agent's own
     # reward, pointer_clip with unbounded pointer logits
     stored_defaults: ClassVar[dict[str, Any]] = {"team_reward": False, "pointer_clip": 0.0}
-
-    def for_scenario(self, sim_config: Any) -> TapFingerConfig:
-        """These settings with ``team_reward`` and ``pointer_clip`` resolved for the scenario."""
-        cfg = super().for_scenario(sim_config)
-        if cfg.pointer_clip is not None or sim_config is None:
-            return cfg
-        clip = pointer_clip_for(None, sim_config, "algo.pointer_clip")
-        return dataclasses.replace(cfg, pointer_clip=clip)
+    scenario_defaults: ClassVar[dict[str, Any]] = {
+        "team_reward": team_reward_for,
+        "pointer_clip": pointer_clip_for,
+    }
 
 
 def _tapfinger(cfg: Any, spec: Any, seed: int, shield: str, shield_kwargs: dict) -> Trainer:

@@ -28,7 +28,7 @@ import dataclasses
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -299,21 +299,30 @@ class AlgorithmConfig:
     name: str = MISSING
     variant: str = ""
 
+    #: keys that may default to ``None``, meaning "what suits the scenario", and the
+    #: function ``(value, sim_config, name)`` that resolves each (``team_reward_for``,
+    #: ``pointer_clip_for``)
+    scenario_defaults: ClassVar[dict[str, Callable[[Any, Any, str], Any]]] = {}
+
     def for_scenario(self, sim_config: Any) -> AlgorithmConfig:
         """These settings with every scenario-dependent default resolved for ``sim_config``.
 
-        A key may default to ``None``, meaning "what suits the scenario": ``team_reward``
-        (:func:`team_reward_for`). The trainer resolves it from the scenario it is built
-        for, and provenance compares stored and default settings resolved the same way.
+        A key of :attr:`scenario_defaults` left at ``None`` is resolved by its function. The
+        trainer resolves it from the scenario it is built for, and provenance compares
+        stored and default settings resolved the same way.
 
         Args:
             sim_config: the scenario's :class:`~edgesched.envs.config.SimConfig`, or
                 ``None`` when unknown (then a ``None`` default stays ``None``).
         """
-        if getattr(self, "team_reward", False) is not None or sim_config is None:
+        if sim_config is None:
             return self
-        team = team_reward_for(None, sim_config, "algo.team_reward")
-        return dataclasses.replace(self, team_reward=team)
+        resolved = {
+            key: resolve(None, sim_config, f"algo.{key}")
+            for key, resolve in self.scenario_defaults.items()
+            if getattr(self, key) is None
+        }
+        return dataclasses.replace(self, **resolved) if resolved else self
 
     def inert_keys(self, shield: str) -> frozenset[str]:
         """Hyperparameters that cannot change training under these settings and ``shield``.

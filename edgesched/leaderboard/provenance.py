@@ -219,7 +219,7 @@ def matched_bases(
     for (board, entry), (algo, mine) in settings.items():
         if entry not in variants:
             continue
-        best: tuple[int, int, str, tuple[str, ...]] | None = None
+        best: tuple[int, bool, str, tuple[str, ...]] | None = None
         for (other_board, other), (other_algo, theirs) in settings.items():
             if other_board != board or other_algo != algo or other in variants:
                 continue
