@@ -1,11 +1,14 @@
 """Environment or training throughput of this checkout against another git revision, in one run.
 
 Checks out ``--rev`` into a temporary git worktree, then alternates between the two trees
-(old, new, old, new ...), each time running ``env_throughput``'s array, dict or batched
+(each round measures both back to back, old first in even rounds and new first in odd ones),
+each time running ``env_throughput``'s array, dict or batched
 benchmark of that tree in a fresh subprocess (batched: ``default_copies`` of the scenario
 unless ``--copies``). Alternating in one run is what makes the ratio meaningful
 on a shared machine whose speed drifts between minutes; each side's best round is reported
-(as ``timeit`` does), and the ratio new / old.
+(as ``timeit`` does) with the ratio of the two bests, and the rounds' paired ratio: the
+geometric mean of each round's new / old with a 95% bootstrap CI over rounds, which says
+whether the run settles a question such as "within 5%" (more rounds narrow it).
 
 With ``--train`` it compares training instead: each round is a short run of
 ``train_throughput.measure`` (``--updates`` PPO updates through the runner, one torch
@@ -46,6 +49,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import Report  # benchmarks/ is a folder of scripts, not a package
@@ -238,49 +244,100 @@ def _names(item: str, old: Path) -> dict[Path, str]:
     return {ROOT: new_name, old: old_name or new_name}
 
 
-def _best_of_rounds(rounds: int, old: Path, rate: Callable[[Path], float]) -> tuple[float, float]:
-    """Each side's best ``rate(tree)`` over ``rounds`` alternations (old, new, old, new ...)."""
-    best = {old: 0.0, ROOT: 0.0}
-    for _ in range(rounds):
-        for tree in (old, ROOT):
-            best[tree] = max(best[tree], rate(tree))
-    return best[old], best[ROOT]
+def _rounds(rounds: int, old: Path, rate: Callable[[Path], float]) -> tuple[list, list]:
+    """Each side's ``rate(tree)`` in each of ``rounds`` rounds, old and new back to back.
+
+    The order within a round alternates (old first in even rounds, new first in odd ones),
+    so that a machine that speeds up or slows down over the run does not favour the side
+    that always runs second.
+    """
+    olds, news = [], []
+    for r in range(rounds):
+        first, second = (old, ROOT) if r % 2 == 0 else (ROOT, old)
+        got = {first: rate(first)}
+        got[second] = rate(second)
+        olds.append(got[old])
+        news.append(got[ROOT])
+    return olds, news
+
+
+def paired_ratio(olds: list[float], news: list[float]) -> tuple[float, float, float]:
+    """Geometric mean of the rounds' new/old ratios, with a 95% bootstrap CI over rounds.
+
+    A round's two measurements ran minutes apart at most, so their ratio cancels most of a
+    shared machine's drift; the interval says whether a target such as "within 5%" is
+    settled by the run (NaN bounds with fewer than two rounds). Seeded: reproducible.
+    """
+    logs = np.log(np.asarray(news, np.float64) / np.asarray(olds, np.float64))
+    value = float(np.exp(logs.mean()))
+    if len(logs) < 2:
+        return value, float("nan"), float("nan")
+    if np.ptp(logs) == 0.0:  # every resample is the same: scipy refuses a degenerate sample
+        return value, value, value
+    ci = stats.bootstrap(
+        (logs,),
+        np.mean,
+        n_resamples=10_000,
+        confidence_level=0.95,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    ).confidence_interval
+    return value, float(np.exp(ci.low)), float(np.exp(ci.high))
+
+
+def _ratio_text(olds: list[float], news: list[float]) -> str:
+    """``paired [low, high]`` for a results row."""
+    value, low, high = paired_ratio(olds, news)
+    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
 
 
 def _compare_envs(rep: Report, args: argparse.Namespace, old: Path) -> None:
     rep.print(
         f"old: {args.rev}  new: this checkout (agent-decisions/s; the reset path: copy "
-        "resets/s; best of rounds)"
+        "resets/s; best of rounds, and the rounds' paired new/old ratio: geometric mean "
+        "[95% CI])"
     )
-    rep.print(f"{'scenario':20s} {'path':6s} {'old':>12s} {'new':>12s} {'new/old':>8s}")
+    rep.print(
+        f"{'scenario':20s} {'path':6s} {'old':>12s} {'new':>12s} {'new/old':>8s}  paired [95% CI]"
+    )
     for name in args.scenarios.split(","):
         names = _names(name, old)
         for path in args.paths.split(","):
-            o, n = _best_of_rounds(
+            olds, news = _rounds(
                 args.rounds,
                 old,
                 lambda tree, path=path, names=names: measure(
                     tree, path, names[tree], args.seconds, args.windows, args.copies
                 ),
             )
-            rep.print(f"{name:20s} {path:6s} {o:12,.0f} {n:12,.0f} {n / o:8.3f}")
+            o, n = max(olds), max(news)
+            rep.print(
+                f"{name:20s} {path:6s} {o:12,.0f} {n:12,.0f} {n / o:8.3f}  "
+                + _ratio_text(olds, news)
+            )
 
 
 def _compare_training(rep: Report, args: argparse.Namespace, old: Path) -> None:
     rep.print(
         f"old: {args.rev}  new: this checkout (training env-steps/s, {args.updates} updates, "
-        "1 torch thread, best of rounds)"
+        "1 torch thread, best of rounds, and the rounds' paired new/old ratio: geometric mean "
+        "[95% CI])"
     )
-    rep.print(f"{'scenario':20s} {'algo':16s} {'old':>10s} {'new':>10s} {'new/old':>8s}")
+    rep.print(
+        f"{'scenario':20s} {'algo':16s} {'old':>10s} {'new':>10s} {'new/old':>8s}  paired [95% CI]"
+    )
     for name, item, algo, shield, names in _train_items(args, old):
-        o, n = _best_of_rounds(
+        olds, news = _rounds(
             args.rounds,
             old,
             lambda tree, algo=algo, shield=shield, names=names: measure_training(
                 tree, algo, shield, names[tree], args.updates
             ),
         )
-        rep.print(f"{name:20s} {item:16s} {o:10,.0f} {n:10,.0f} {n / o:8.3f}")
+        o, n = max(olds), max(news)
+        rep.print(
+            f"{name:20s} {item:16s} {o:10,.0f} {n:10,.0f} {n / o:8.3f}  " + _ratio_text(olds, news)
+        )
 
 
 def _train_items(args: argparse.Namespace, old: Path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import import_benchmark
 
@@ -79,3 +80,44 @@ def test_whole_run_needs_train(cr, capsys):
     with pytest.raises(SystemExit):
         cr.main(["--rev", "HEAD", "--whole-run"])
     assert "--whole-run needs --train" in capsys.readouterr().err
+
+
+def test_rounds_alternate_which_side_goes_first(cr):
+    order = []
+
+    def rate(tree):
+        order.append("new" if tree == cr.ROOT else "old")
+        return 2.0 if tree == cr.ROOT else 1.0
+
+    olds, news = cr._rounds(4, Path("/old"), rate)
+    assert order == ["old", "new", "new", "old", "old", "new", "new", "old"]
+    assert olds == [1.0] * 4 and news == [2.0] * 4
+
+
+def test_the_paired_ratio_is_the_geometric_mean_of_the_rounds_ratios(cr):
+    value, low, high = cr.paired_ratio([1.0, 2.0, 4.0], [2.0, 2.0, 2.0])
+    # ratios 2, 1, 0.5: their geometric mean is 1
+    assert value == pytest.approx(1.0)
+    assert 0.5 <= low < 1.0 < high <= 2.0
+    # reproducible (a seeded bootstrap)
+    assert cr.paired_ratio([1.0, 2.0, 4.0], [2.0, 2.0, 2.0]) == (value, low, high)
+    # identical ratios: a zero-width interval; one round: no interval
+    assert cr.paired_ratio([1.0, 2.0], [0.9, 1.8]) == pytest.approx((0.9, 0.9, 0.9))
+    one = cr.paired_ratio([1.0], [1.1])
+    assert one[0] == pytest.approx(1.1) and np.isnan(one[1]) and np.isnan(one[2])
+
+
+def test_each_row_reports_the_best_and_the_paired_ratio(cr, monkeypatch):
+    lines = []
+    rates = iter([100.0, 90.0, 96.0, 100.0, 100.0, 95.0])  # old, new, new, old, old, new
+
+    monkeypatch.setattr(cr, "measure", lambda *a, **k: next(rates))
+    args = type("A", (), {})()
+    args.rev, args.scenarios, args.paths, args.rounds = "x", "edge10", "dict", 3
+    args.seconds, args.windows, args.copies = 0.1, 1, 0
+    rep = type("R", (), {"print": lambda self, line: lines.append(line)})()
+    cr._compare_envs(rep, args, Path("/old"))
+    row = lines[-1].split()
+    assert row[:5] == ["edge10", "dict", "100", "96", "0.960"]
+    # rounds' ratios 0.90, 0.96, 0.95
+    assert float(row[5]) == pytest.approx((0.90 * 0.96 * 0.95) ** (1 / 3), abs=5e-4)
