@@ -23,8 +23,11 @@ BENCHMARK_BUDGETS: dict[str, int] = {
     "edge50-v1": 300_000,
     # The budget study (benchmarks/results/budget_study_lam2.md): tapfinger at lambda = 2,
     # still improving at the default, ended 3.4% lower with a paired CI excluding zero at
-    # twice the default, with a flat curve there. Its sweep is tapfinger-hetero6's config
-    # with env=tapfinger-hetero6-lam2, whose budget resolves through this table.
+    # twice the default, with a flat curve there. With its pointer bound (the default there
+    # since it follows the scenario) the curve still falls at 299,520, but 599,552 steps gain
+    # nothing (benchmarks/results/budget_study_lam2_600k.md: two seeds level, one collapsed),
+    # so this budget stands. Its sweep is tapfinger-hetero6's config with
+    # env=tapfinger-hetero6-lam2, whose budget resolves through this table.
     "tapfinger-hetero6-lam2-v0": 300_000,
     # The budget studies: edge50-highload's dqn_central, still improving at the default, at
     # 300k and at 600k steps, ended 16.1% lower with a paired CI excluding zero at eight
