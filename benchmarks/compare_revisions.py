@@ -244,7 +244,9 @@ def _names(item: str, old: Path) -> dict[Path, str]:
     return {ROOT: new_name, old: old_name or new_name}
 
 
-def _rounds(rounds: int, old: Path, rate: Callable[[Path], float]) -> tuple[list, list]:
+def _rounds(
+    rounds: int, old: Path, rate: Callable[[Path], float]
+) -> tuple[list[float], list[float]]:
     """Each side's ``rate(tree)`` in each of ``rounds`` rounds, old and new back to back.
 
     The order within a round alternates (old first in even rounds, new first in odd ones),
@@ -264,7 +266,7 @@ def _rounds(rounds: int, old: Path, rate: Callable[[Path], float]) -> tuple[list
 def paired_ratio(olds: list[float], news: list[float]) -> tuple[float, float, float]:
     """Geometric mean of the rounds' new/old ratios, with a 95% bootstrap CI over rounds.
 
-    A round's two measurements ran minutes apart at most, so their ratio cancels most of a
+    A round's two measurements run back to back, so their ratio cancels most of a
     shared machine's drift; the interval says whether a target such as "within 5%" is
     settled by the run (NaN bounds with fewer than two rounds). Seeded: reproducible.
     """
