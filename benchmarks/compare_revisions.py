@@ -51,7 +51,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
+
+from edgesched.leaderboard.stats import stratified_bootstrap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import Report  # benchmarks/ is a folder of scripts, not a package
@@ -268,23 +269,12 @@ def paired_ratio(olds: list[float], news: list[float]) -> tuple[float, float, fl
 
     A round's two measurements run back to back, so their ratio cancels most of a
     shared machine's drift; the interval says whether a target such as "within 5%" is
-    settled by the run (NaN bounds with fewer than two rounds). Seeded: reproducible.
+    settled by the run (NaN bounds with fewer than two rounds). It is the leaderboards'
+    seeded percentile bootstrap of the mean, on the log ratios.
     """
     logs = np.log(np.asarray(news, np.float64) / np.asarray(olds, np.float64))
-    value = float(np.exp(logs.mean()))
-    if len(logs) < 2:
-        return value, float("nan"), float("nan")
-    if np.ptp(logs) == 0.0:  # every resample is the same: scipy refuses a degenerate sample
-        return value, value, value
-    ci = stats.bootstrap(
-        (logs,),
-        np.mean,
-        n_resamples=10_000,
-        confidence_level=0.95,
-        method="percentile",
-        rng=np.random.default_rng(0),
-    ).confidence_interval
-    return value, float(np.exp(ci.low)), float(np.exp(ci.high))
+    e = stratified_bootstrap([logs], "mean")
+    return float(np.exp(e.value)), float(np.exp(e.low)), float(np.exp(e.high))
 
 
 def _ratio_text(olds: list[float], news: list[float]) -> str:
