@@ -363,6 +363,36 @@ def test_grid_fit_table_equals_the_direct_comparisons(free: list[float]) -> None
     np.testing.assert_array_equal(looked_up, direct)
 
 
+@pytest.mark.parametrize("name", ["edge10-v0", "edge10", "edge50"])
+@given(data=st.data())
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_both_scale_mask_layouts_agree(name: str, data: st.DataObject) -> None:
+    """Small simulators compute the scale-level mask agent-axis-first; it equals the other."""
+    sim = edgesched.make_parallel(name).sim
+    sim.reset(seed=data.draw(st.integers(0, 50), label="seed"))
+    rng = np.random.default_rng(data.draw(st.integers(0, 50), label="action_seed"))
+    for _ in range(data.draw(st.integers(0, 60), label="steps")):
+        sim.step(np.asarray((rng.random(sim.mask.shape) * sim.mask).argmax(axis=1)))
+        if sim.terminated or sim.truncated:
+            break
+    n = sim.num_agents
+    # free capacity anywhere from overloaded to generous, memory included
+    free = np.asarray(data.draw(st.lists(st.floats(-4.0, 64.0), min_size=3 * n, max_size=3 * n)))
+    free = free.reshape(n, 3)
+    assert not sim._grid
+    small = sim._mask_small
+    try:
+        for cap in (free, np.full((n, 3), 1e3)):  # the drawn one, and room for every job
+            sim._mask_small = True
+            first = sim._compute_mask(cap)
+            sim._mask_small = False
+            np.testing.assert_array_equal(first, sim._compute_mask(cap))
+    finally:
+        sim._mask_small = small
+    # not vacuous: with room everywhere, every pending job has a placement
+    np.testing.assert_array_equal(first[:, 1:].any(axis=1), (sim.head >= 0).any(axis=1))
+
+
 def test_a_simulator_pickled_by_an_earlier_version_resumes_identically():
     """Resumed runs unpickle their simulators: one pickled before the scale-mode mask's
     inputs were renamed (``_inv_need_ext``), its transposed neighbour table added, its

@@ -301,7 +301,10 @@ class ExecutionMixin:
             over &= adv_a
         n_over = int(np.count_nonzero(over))
         if n_over:
-            self._count("overload_node_slots", np.flatnonzero(over), self.agents_per_copy)
+            if nb == 1:  # an item update: no ids to gather for one copy
+                self._cnt["overload_node_slots"][0] += n_over
+            else:
+                self._count("overload_node_slots", np.flatnonzero(over), self.agents_per_copy)
             self._node_over += over
         # ufunc reductions called directly: .sum()/.max() add a Python wrapper per call
         util = np.minimum(ratio[:, 0], 1.0)
@@ -318,15 +321,16 @@ class ExecutionMixin:
             np.add(self._util_sum, util, out=self._util_sum, where=adv_a)
             np.add(self._occupied_sum, share, out=self._occupied_sum, where=adv)
         running = self.running if every else self.running[adv[self.running // jc]]
-        slow = None
+        slow = nodes = None
         if self._measured:
             if len(running):
                 # crashed jobs leave the running set
                 running, slow = self._measured_slowdown(running, adv_a)
         elif n_over and len(running):
-            slow = cont[np.maximum(self.w_node[running], 0)]  # padding workers: any node
+            nodes = self.w_node[running]
+            slow = cont[np.maximum(nodes, 0)]  # padding workers: any node
         if len(running):
-            gain = self._progress(running, slow)
+            gain = self._progress(running, slow, nodes)
             if self._measured:
                 self._checkpoint(running)
             if cfg.accuracy_gain_weight:
@@ -359,18 +363,22 @@ class ExecutionMixin:
             self._fill_slots(np.flatnonzero(adv) if nb > 1 else np.zeros(1, dtype=np.int64))
         return rewards
 
-    def _progress(self, running: np.ndarray, slow: np.ndarray | None) -> np.ndarray | None:
+    def _progress(
+        self, running: np.ndarray, slow: np.ndarray | None, nodes: np.ndarray | None = None
+    ) -> np.ndarray | None:
         """Advance running jobs by one slot; complete and release finished ones.
 
         Args:
             running: ids of the running jobs of the advancing copies.
             slow: (R, W) per-worker slowdown of the collision mode, or ``None``.
+            nodes: ``w_node[running]`` if the caller has gathered it already.
 
         Returns:
             The gain in normalized quality of each running job when the accuracy-gain reward
             is on, else ``None`` (saves work on the hot path).
         """
-        nodes = self.w_node[running]
+        if nodes is None:
+            nodes = self.w_node[running]
         q0 = self.quality[running] if self.cfg.accuracy_gain_weight else None
         self._strag_rows = running
         q, done = self.progress_model.advance(self, running, nodes, slow)

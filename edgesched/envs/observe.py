@@ -26,6 +26,11 @@ running workers / 8, queue length / 10."""
 QLEN_FEATURE = 8
 """Column of the queue length / 10 among the :data:`NODE_FEATURES`."""
 
+SMALL_MASK_CELLS = 384
+"""Largest agents x pending slots x targets of a simulator whose scale-level mask is computed
+agent-axis-first (read when a simulator is built; ``benchmarks/mask_layout.py`` measures
+both layouts by building simulators with this at 0 and at a large value)."""
+
 
 class ObservationMixin:
     """Observation, mask and state computation of :class:`~edgesched.envs.core.EdgeClusterSim`.
@@ -60,6 +65,10 @@ class ObservationMixin:
         ).astype(np.float32)
         self._nbr_safe = np.where(self.neighbors >= 0, self.neighbors, 0)
         self._nbr_safe_t = np.ascontiguousarray(self._nbr_safe.T)  # (K1, N), for the mask
+        # Scale-level masks of at most SMALL_MASK_CELLS (agent, pending slot, target) cells
+        # are computed agent-axis-first, larger ones agent-axis-last: the first needs fewer
+        # numpy calls, the second has long inner loops (benchmarks/mask_layout.py times both)
+        self._mask_small = na * self.pending_slots * k1 <= SMALL_MASK_CELLS
         self._nbr_valid = self.neighbors >= 0
         self._all_nbr_valid = bool(self._nbr_valid.all())
         # observation template: zeros, and the static link features of every neighbour
@@ -221,6 +230,15 @@ class ObservationMixin:
                 # memory is the job's minimum at every grid level
                 mem = self._j_min_ext.take(j, axis=0)[:, :, 2:3] <= ft[:, None, :, 2]  # (N, P, K1)
                 out &= mem[..., None]
+        elif self._mask_small:
+            # the rule of the branch below, as one 4-D comparison: on few cells numpy's
+            # per-call cost dominates, so fewer calls win over a better inner loop
+            ft = free.take(self._nbr_safe, axis=0)[:, None]  # (N, 1, K1, 3)
+            need = self._scale_need_ext.take(j, axis=0)[:, :, None]  # (N, P, 1, 3)
+            ratio = ft[..., 0] * need[..., 0]  # (N, P, K1)
+            np.minimum(ratio, ft[..., 1] * need[..., 1], out=ratio)
+            ratio[need[..., 2] > ft[..., 2]] = -1.0  # memory must fit
+            np.less_equal(self._scales_eps, ratio[..., None], out=out)
         else:
             # scale levels are multiples s of the minimum (cpu, gpu) with memory at the
             # minimum: level fits iff s <= min(free_cpu / need_cpu, free_gpu / need_gpu)

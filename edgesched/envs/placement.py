@@ -206,10 +206,13 @@ class PlacementMixin:
     def _place_actions(self, a: np.ndarray) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
         """Place the valid actions ``a``; return rewards so far, counters, placing agents."""
         agents = a.nonzero()[0]  # actions are >= 0 here; 0 is defer
-        # one table lookup instead of decode's five arithmetic passes
-        slot, k, level = self._dec_table.take(a[agents], axis=1)
-        jobs = self.head[agents, slot]
-        targets = self.neighbors[agents, k]
+        if len(agents):
+            # one table lookup instead of decode's five arithmetic passes
+            slot, k, level = self._dec_table.take(a[agents], axis=1)
+            jobs = self.head[agents, slot]
+            targets = self.neighbors[agents, k]
+        else:  # every agent deferred (most steps of a lone edge scenario): nothing to decode
+            jobs = targets = level = agents
         info = self.place(agents, jobs, targets, level, distinct_agents=True)
         rewards = np.zeros(self.num_agents)
         cmask = info.pop("collision_agent_mask")
