@@ -396,8 +396,8 @@ def test_both_scale_mask_layouts_agree(name: str, data: st.DataObject) -> None:
 def test_a_simulator_pickled_by_an_earlier_version_resumes_identically():
     """Resumed runs unpickle their simulators: one pickled before the scale-mode mask's
     inputs were renamed (``_inv_need_ext``), its transposed neighbour table added, its
-    episode keys made counters and crashes counted by cause must continue step for step as
-    the current one does."""
+    layout chosen by size, its episode keys made counters and crashes counted by cause must
+    continue step for step as the current one does."""
     import pickle
 
     from edgesched.envs.core import EdgeClusterSim
@@ -418,7 +418,7 @@ def test_a_simulator_pickled_by_an_earlier_version_resumes_identically():
     real = np.isfinite(j_min).all(axis=1)
     inv[real] = 1.0 / np.maximum(j_min[real], 1e-12)  # what earlier versions stored
     state["_inv_need_ext"] = inv
-    del state["_scale_need_ext"], state["_nbr_safe_t"]
+    del state["_scale_need_ext"], state["_nbr_safe_t"], state["_mask_small"]
     del state["_episode_no"], state["uid"]
     state["_cnt"] = {k: v for k, v in state["_cnt"].items() if k != "crashes_memory"}
     old = EdgeClusterSim.__new__(EdgeClusterSim)

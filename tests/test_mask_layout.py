@@ -18,7 +18,7 @@ def test_each_simulator_gets_the_layout_it_was_built_for(ml):
     assert ml._build("edge10-v0", 1, 1 << 62)._mask_small
     assert not ml._build("edge10-v0", 1, 0)._mask_small
     assert not ml._build("edge10-v0", 2, 0)._mask_small
-    assert observe.SMALL_MASK_CELLS == kept  # the module's threshold is restored
+    assert kept == observe.SMALL_MASK_CELLS  # the module's threshold is restored
 
 
 def test_report_rows_name_the_cells_and_the_layout_used(ml, capsys, tmp_path):

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .layout import _NO_ARRIVAL
+from .observe import SMALL_MASK_CELLS
 
 
 def upgrade_state(state: dict[str, Any]) -> None:
@@ -27,6 +28,9 @@ def upgrade_state(state: dict[str, Any]) -> None:
         state["_scale_need_ext"] = need
     if "_nbr_safe_t" not in state and "_nbr_safe" in state:
         state["_nbr_safe_t"] = np.ascontiguousarray(state["_nbr_safe"].T)
+    if "_mask_small" not in state and "k1" in state:  # pickled before the two mask layouts
+        cells = state["num_agents"] * state["pending_slots"] * state["k1"]
+        state["_mask_small"] = cells <= SMALL_MASK_CELLS
     if state.get("_coloc") is not None and "_coloc_k" not in state:
         # pickled before the compiled node rule: its memo and list tables are gone
         from .colocation import kernel_tables
