@@ -301,10 +301,7 @@ class ExecutionMixin:
             over &= adv_a
         n_over = int(np.count_nonzero(over))
         if n_over:
-            if nb == 1:  # an item update: no ids to gather for one copy
-                self._cnt["overload_node_slots"][0] += n_over
-            else:
-                self._count("overload_node_slots", np.flatnonzero(over), self.agents_per_copy)
+            self._count("overload_node_slots", np.flatnonzero(over), self.agents_per_copy)
             self._node_over += over
         # ufunc reductions called directly: .sum()/.max() add a Python wrapper per call
         util = np.minimum(ratio[:, 0], 1.0)

@@ -32,6 +32,24 @@ agent-axis-first (read when a simulator is built; ``benchmarks/mask_layout.py`` 
 both layouts by building simulators with this at 0 and at a large value)."""
 
 
+def _scale_ratio(free: np.ndarray, need: np.ndarray) -> np.ndarray:
+    """The largest multiple of a job's minimum (cpu, gpu) that fits; -1 where memory does not.
+
+    Scale levels are multiples s of the minimum (cpu, gpu) with memory at the minimum, so a
+    level fits iff s <= min(free_cpu / need_cpu, free_gpu / need_gpu) and the memory fits.
+    The one rule of both mask layouts.
+
+    Args:
+        free: free capacity, resource axis first: (3, ...) cpu, gpu, memory.
+        need: the jobs' ``1 / min cpu``, ``1 / min gpu``, ``min memory`` (3, ...),
+            broadcastable against ``free``; the empty-slot sentinel never fits.
+    """
+    ratio = free[0] * need[0]
+    np.minimum(ratio, free[1] * need[1], out=ratio)
+    np.copyto(ratio, -1.0, where=need[2] > free[2])
+    return ratio
+
+
 class ObservationMixin:
     """Observation, mask and state computation of :class:`~edgesched.envs.core.EdgeClusterSim`.
 
@@ -231,27 +249,21 @@ class ObservationMixin:
                 mem = self._j_min_ext.take(j, axis=0)[:, :, 2:3] <= ft[:, None, :, 2]  # (N, P, K1)
                 out &= mem[..., None]
         elif self._mask_small:
-            # the rule of the branch below, as one 4-D comparison: on few cells numpy's
-            # per-call cost dominates, so fewer calls win over a better inner loop
-            ft = free.take(self._nbr_safe, axis=0)[:, None]  # (N, 1, K1, 3)
-            need = self._scale_need_ext.take(j, axis=0)[:, :, None]  # (N, P, 1, 3)
-            ratio = ft[..., 0] * need[..., 0]  # (N, P, K1)
-            np.minimum(ratio, ft[..., 1] * need[..., 1], out=ratio)
-            ratio[need[..., 2] > ft[..., 2]] = -1.0  # memory must fit
+            # agent-axis-first (see _mask_small): on few cells numpy's per-call cost
+            # dominates, so one 4-D comparison beats a better inner loop
+            ft = free.take(self._nbr_safe, axis=0)[:, None].transpose(3, 0, 1, 2)  # (3,N,1,K1)
+            need = self._scale_need_ext.take(j, axis=0)[:, :, None].transpose(3, 0, 1, 2)
+            ratio = _scale_ratio(ft, need)  # (N, P, K1); need is (3, N, P, 1)
             np.less_equal(self._scales_eps, ratio[..., None], out=out)
         else:
-            # scale levels are multiples s of the minimum (cpu, gpu) with memory at the
-            # minimum: level fits iff s <= min(free_cpu / need_cpu, free_gpu / need_gpu)
-            # and the memory fits. Computed agent-axis-last, (P, K1, N): broadcasting over
-            # the short pending and target axes with the agent axis first runs numpy's inner
-            # loop 7 elements at a time, several times slower on many agents (batched).
+            # agent-axis-last, (P, K1, N): broadcasting over the short pending and target
+            # axes with the agent axis first runs numpy's inner loop 7 elements at a time,
+            # several times slower on many agents (batched)
             ft = free.T.copy().take(self._nbr_safe_t, axis=1)  # (3, K1, N)
             need = np.ascontiguousarray(
                 self._scale_need_ext.take(j.T, axis=0).transpose(2, 0, 1)
-            )  # (3, P, N): 1 / min cpu, 1 / min gpu, min memory; the sentinel never fits
-            ratio = ft[0] * need[0][:, None]  # (P, K1, N)
-            np.minimum(ratio, ft[1] * need[1][:, None], out=ratio)
-            ratio = np.where(need[2][:, None] > ft[2], -1.0, ratio)  # memory must fit
+            )  # (3, P, N)
+            ratio = _scale_ratio(ft[:, None], need[:, :, None])  # (P, K1, N)
             ratio = np.ascontiguousarray(ratio.transpose(2, 0, 1))  # (N, P, K1)
             for lv, s_eps in enumerate(self._scales_eps.tolist()):
                 np.less_equal(s_eps, ratio, out=out[..., lv])
