@@ -301,7 +301,7 @@ class ExecutionMixin:
             over &= adv_a
         n_over = int(np.count_nonzero(over))
         if n_over:
-            self._count("overload_node_slots", np.flatnonzero(over), self.agents_per_copy)
+            self._count_where("overload_node_slots", over, self.agents_per_copy)
             self._node_over += over
         # ufunc reductions called directly: .sum()/.max() add a Python wrapper per call
         util = np.minimum(ratio[:, 0], 1.0)

@@ -147,6 +147,13 @@ class PlacementMixin:
         """Add one to counter ``key`` of the copy of each of ``ids`` (``per`` ids a copy)."""
         self._tally(self._cnt[key], ids, per)
 
+    def _count_where(self, key: str, flags: np.ndarray, per: int) -> None:
+        """Add one to counter ``key`` of the copy of each True entry of ``flags``."""
+        if self.copies == 1:  # a count: no ids to gather for one copy
+            self._cnt[key][0] += int(np.count_nonzero(flags))
+        else:
+            self._tally(self._cnt[key], np.flatnonzero(flags), per)
+
     def _tally(
         self, arr: np.ndarray, ids: np.ndarray, per: int, amounts: np.ndarray | None = None
     ) -> None:
@@ -280,7 +287,7 @@ class PlacementMixin:
             info["collision_agent_mask"] = cmask
             info["collisions"] = int(colliding.sum())
             per = self.agents_per_copy
-            self._count("collisions_proposed", np.flatnonzero(colliding), per)
+            self._count_where("collisions_proposed", colliding, per)
             self._count("collision_agents", agents[in_coll], per)
             if self.cfg.collision_mode == "reject":
                 admitted = self._admit_in_random_order(targets, alloc, colliding, free)
@@ -294,7 +301,7 @@ class PlacementMixin:
                     alloc[admitted],
                 )
             else:
-                self._count("collisions_executed", np.flatnonzero(colliding), per)
+                self._count_where("collisions_executed", colliding, per)
         # two agents can place workers of one job only under shared visibility, and conflicts
         # were resolved above; so each job gets at most one worker per round
         widx = self.placed[jobs]
