@@ -13,6 +13,8 @@ import shlex
 import sys
 from pathlib import Path
 
+import numpy as np
+
 
 def cpu_name() -> str:
     """The CPU model from ``/proc/cpuinfo`` (the architecture where there is none)."""
@@ -34,6 +36,23 @@ def replay_on_one_thread() -> None:
     import torch  # here, not at the top: most benchmarks use no torch
 
     torch.set_num_threads(1)
+
+
+def paired_ratio(olds: list[float], news: list[float]) -> tuple[float, float, float]:
+    """Geometric mean of the rounds' new/old ratios, with a 95% bootstrap CI over rounds.
+
+    A round's two measurements run back to back, so their ratio cancels most of a
+    shared machine's drift; the interval says whether a target such as "within 5%" is
+    settled by the run (NaN bounds with fewer than two rounds). Also pairs
+    ``env_throughput.py --collision-modes``'s alternating windows. It is the leaderboards'
+    seeded percentile bootstrap of the mean, on the log ratios.
+    """
+    # here, not at the top: scipy's import is about a second, and most benchmarks do not pair
+    from edgesched.leaderboard.stats import stratified_bootstrap
+
+    logs = np.log(np.asarray(news, np.float64) / np.asarray(olds, np.float64))
+    e = stratified_bootstrap([logs], "mean")
+    return float(np.exp(e.value)), float(np.exp(e.low)), float(np.exp(e.high))
 
 
 class Report:

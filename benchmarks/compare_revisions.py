@@ -50,12 +50,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from edgesched.leaderboard.stats import stratified_bootstrap
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import Report  # benchmarks/ is a folder of scripts, not a package
+from _report import Report, paired_ratio  # benchmarks/ is a folder of scripts, not a package
 
 ROOT = Path(__file__).resolve().parents[1]
 _SNIPPET = """
@@ -262,19 +258,6 @@ def _rounds(
         olds.append(got[old])
         news.append(got[ROOT])
     return olds, news
-
-
-def paired_ratio(olds: list[float], news: list[float]) -> tuple[float, float, float]:
-    """Geometric mean of the rounds' new/old ratios, with a 95% bootstrap CI over rounds.
-
-    A round's two measurements run back to back, so their ratio cancels most of a
-    shared machine's drift; the interval says whether a target such as "within 5%" is
-    settled by the run (NaN bounds with fewer than two rounds). It is the leaderboards'
-    seeded percentile bootstrap of the mean, on the log ratios.
-    """
-    logs = np.log(np.asarray(news, np.float64) / np.asarray(olds, np.float64))
-    e = stratified_bootstrap([logs], "mean")
-    return float(np.exp(e.value)), float(np.exp(e.low)), float(np.exp(e.high))
 
 
 def _ratio_text(olds: list[float], news: list[float]) -> str:
