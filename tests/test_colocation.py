@@ -686,3 +686,21 @@ def test_crash_order_decides_whose_job_a_same_round_overflow_crashes(order):
         assert same_round_overflow(seed, "agent")[1] == state  # the order drew elsewhere
         victims.append(victim)
     assert set(victims) == ({1} if order == "agent" else {0, 1})
+
+
+@pytest.mark.parametrize("name", ["edge10", "edge50", "edge50-highload", "edge100", "edge500"])
+def test_no_edge_board_has_a_v100_node(name):
+    """docs/srole.md: the V100's lossy pairs (44% of its fitting pairs below 0.8 together)
+    never occur on the edge boards, whose tiers read as the K80, the P100 and the
+    unmeasured Jetson. A scenario that gains a V100 tier must revisit that paragraph."""
+    import edgesched
+    from edgesched.envs.colocation import node_gpu_class
+
+    sim = edgesched.make_parallel(name).sim
+    sim.reset(10_000)
+    c = sim.cluster
+    classes = tuple(TABLE["gpu_classes"])
+    got = node_gpu_class(c.tier_names, c.tier, classes, tuple(sim.cfg.tier_gpu_classes))
+    used = {classes[i] if i >= 0 else None for i in got.tolist()}
+    assert "v100" not in used
+    assert used <= {"k80", "p100", None}

@@ -13,7 +13,11 @@ mapping of the catalog's models to the measured jobs):
   node's GPU class; if that pair's shared run failed in the measurements (out of memory), the
   newer worker's job crashes. On a GPU held by ``k >= 3`` workers each runs at
   ``1 / (k * m_k)`` of its speed alone, ``m_k`` Muri's measured iteration-time multiplier of
-  ``k`` interleaved jobs (SIGCOMM'22; ``m_k`` of 4 for more than 4: assumed), and any failing
+  ``k`` interleaved jobs (SIGCOMM'22; ``m_k`` of 4 for more than 4: assumed). The ``k`` jobs
+  are taken to time-slice the GPU, ``m_k`` stretching the time of running them one after
+  the other (assumed: Muri applies ``m_k`` to the iteration of a group its scheduler
+  interleaves, whose stages overlap across GPU, CPU and I/O, so this reading is the more
+  pessimistic one; the two-job case uses Gavel's measured pairs instead), and any failing
   pair among them crashes the newest job, even one outside the pair (assumed; the newest in
   a failing pair with ``crash_victim='in_pair'``). A worker spanning several GPUs runs at its
   worst GPU's rate.
@@ -50,7 +54,10 @@ bert as Transformer at batch 16, deepspeech2 as the LSTM language model at batch
 as ResNet-50 at batch 16. ``SimConfig.gavel_model_map="largest_batch"`` reads them instead at
 their stand-in's largest measured batch (Transformer 256, LM 80, ResNet-50 128), whose pairs
 fail far more often (on K80 19 of the 36 ordered model pairs instead of 1); the study
-sweeps it as the envelope of that assumption.
+sweeps it as the envelope of that assumption. ResNet-50 at batch 128 did not run even
+alone on the K80 in Gavel's profiles, so under that map every K80 pair with yolov3 fails,
+while a lone yolov3 worker on a K80 still runs at its catalog speed (assumed: the model
+does not stop a job that fits a node's capacities from running alone).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ because a board never mixes environment overrides. Regenerate the latter with::
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -141,9 +142,11 @@ def render_colocation(
                 f"Target: {'met' if ok else 'missed'}."
             )
         pairs = "; ".join(
-            f"{cls}: summed rate {total:.2f}, {_pct(fail)} of the mapped pairs fail "
-            f"({_pct(fail_all)} of all of Gavel's pairs on it)"
-            for cls, total, fail, fail_all in pair_summary()
+            f"{p.gpu_class}: summed rate {p.mean:.2f} on average (median {p.median:.2f}; "
+            f"{_pct(p.lossy)} of the fitting pairs below {LOSSY_PAIR}, the lowest "
+            f"{' with '.join(p.lowest_pair)} at {p.lowest:.2f}), {_pct(p.fail)} of the mapped "
+            f"pairs fail ({_pct(p.fail_all)} of all of Gavel's pairs on it)"
+            for p in pair_summary()
         )
         lines += [
             "",
@@ -187,27 +190,56 @@ MEASURED_COLUMNS = ("crashes", "crash_slots_lost", "restart_seconds", "shared_gp
 """The unshielded rows' measured-mode episode metrics the page shows."""
 
 
-def pair_summary() -> list[tuple[str, float, float, float]]:
-    """Per measured GPU class: summed rate of the catalog's fitting pairs and failing shares.
+LOSSY_PAIR = 0.8
+"""A fitting pair whose two jobs deliver less than this together, relative to one job alone,
+loses more than a fifth of perfect time-sharing's throughput (:func:`pair_summary`)."""
+
+
+class PairSummary(NamedTuple):
+    """One measured GPU class's pairs of catalog models sharing a GPU (:func:`pair_summary`)."""
+
+    gpu_class: str
+    mean: float  # summed rate of the fitting pairs (1 = perfect time-sharing)
+    median: float
+    lossy: float  # share of the fitting pairs whose summed rate is below LOSSY_PAIR
+    lowest: float  # the lowest fitting pair's summed rate
+    lowest_pair: tuple[str, str]  # its two catalog models (older worker first)
+    fail: float  # failing share of the catalog's mapped pairs
+    fail_all: float  # failing share of all of Gavel's profiled pairs on that class
+
+
+def pair_summary() -> list[PairSummary]:
+    """Per measured GPU class: summed rates of the catalog's fitting pairs and failing shares.
 
     Read from the packaged measurements (``edgesched/envs/data/colocation.json``): a pair's
     summed rate is what two jobs sharing one GPU deliver together relative to one job alone
-    (1 = exactly perfect time-sharing); a failing pair has rate 0.
-
-    Returns:
-        ``(class, mean summed rate of the fitting pairs, failing share of the catalog's
-        mapped pairs, failing share of all of Gavel's profiled pairs on that class)``.
+    (1 = exactly perfect time-sharing); a failing pair has rate 0. The mean alone would hide
+    how unevenly pairs fare (on the V100 about half the pairs lose little and the rest much
+    more), so the median, the share of lossy pairs and the lowest pair come with it.
     """
     from edgesched.envs.colocation import load_colocation
 
     data = load_colocation()
+    models = data["models"]
     out = []
     for cls in data["gpu_classes"]:
         rates = np.asarray(data["pair_tput"][cls], dtype=np.float64)  # (M, M, 2)
         total = rates.sum(axis=-1)
         failed = total <= 0
-        fail_all = float(data["failed_pair_share_all_jobs"][cls])
-        out.append((cls, float(total[~failed].mean()), float(failed.mean()), fail_all))
+        fit = total[~failed]
+        a, b = np.unravel_index(np.argmin(np.where(failed, np.inf, total)), total.shape)
+        out.append(
+            PairSummary(
+                gpu_class=cls,
+                mean=float(fit.mean()),
+                median=float(np.median(fit)),
+                lossy=float((fit < LOSSY_PAIR).mean()),
+                lowest=float(total[a, b]),
+                lowest_pair=(models[a], models[b]),
+                fail=float(failed.mean()),
+                fail_all=float(data["failed_pair_share_all_jobs"][cls]),
+            )
+        )
     return out
 
 
