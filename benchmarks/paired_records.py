@@ -13,15 +13,25 @@ exactly one entry (name and shield) there, evaluated on the same seeds and episo
         --name tapfinger_own_reward_edge50_budget --out benchmarks/results
 
 The comparison is the reduction of ``a``'s mean JCT relative to ``b``'s, paired over the
-evaluation seeds (each side's score per seed is its mean over training seeds; 95%
-percentile bootstrap CI, ``studies.paired_reduction``), with each side's budget and its
-learning curve's trend over the second half of its budget.
+evaluation seeds, each side's training runs resampled too (95% percentile bootstrap CI,
+``studies.paired_reduction``), with each side's budget and its learning curve's trend over
+the second half of its budget. A side may name a file as it stood at a commit,
+``REV:path`` (read with ``git show``), so that records a board has since replaced (an
+entry retrained at a longer budget) can still be compared::
+
+    python benchmarks/paired_records.py \
+        --a leaderboards/studies/budget/edge50_dqn_central-b300k.jsonl \
+        --b a05ef26:leaderboards/results/edge50_dqn_central.jsonl --name N --out DIR
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 from _report import Report, cpu_name
 from retrain_study import budget_cell
@@ -32,6 +42,28 @@ from edgesched.leaderboard.records import RecordError, group_tables, load_record
 from edgesched.leaderboard.studies import paired_reduction, reduction_text
 from edgesched.leaderboard.table import Row, entry_name
 
+_AT_REV = re.compile(r"^([0-9A-Fa-f]{7,40}):(.+)$")
+_TMP = tempfile.TemporaryDirectory(prefix="paired_records_")
+
+
+def _resolve(path: str) -> str:
+    """``path`` itself, or for ``REV:path`` a temporary copy of that file at commit ``REV``."""
+    m = _AT_REV.match(path)
+    if m is None or Path(path).exists():
+        return path
+    rev, rel = m.groups()
+    try:
+        text = subprocess.run(
+            ["git", "show", f"{rev}:{rel}"], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise SystemExit(f"{path}: cannot read {rel} at {rev} ({exc})") from None
+    # one folder per commit: two revisions of one file may be compared
+    out = Path(_TMP.name) / rev / Path(rel).name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    return str(out)
+
 
 def one_entry_per_board(paths: list[str], side: str) -> dict[str, Row]:
     """Per board, the one entry the records of ``paths`` hold there.
@@ -40,7 +72,7 @@ def one_entry_per_board(paths: list[str], side: str) -> dict[str, Row]:
         SystemExit: a board with more than one entry (naming them), or no records.
     """
     try:
-        tables = group_tables(load_records(paths))
+        tables = group_tables(load_records([_resolve(x) for x in paths]))
     except RecordError as exc:
         raise SystemExit(f"--{side}: {exc}") from None
     out = {}
@@ -89,9 +121,10 @@ def main(argv: list[str] | None = None) -> None:
     rep.print(
         f"Machine: {cpu_name()}. Records of {' '.join(args.a)} (a) against those of "
         f"{' '.join(args.b)} (b): each entry's budget, mean JCT over the held-out seeds with "
-        "its own 95% CI, a's mean JCT relative to b's paired over the evaluation seeds (95% "
-        "percentile bootstrap CI), and each learning curve's trend over the second half of "
-        "its budget (Theil-Sen, with the leaderboards' verdict)."
+        "its own 95% CI, a's mean JCT relative to b's paired over the evaluation seeds, each "
+        "side's training runs resampled too (95% percentile bootstrap CI), and each learning "
+        "curve's trend over the second half of its budget (Theil-Sen, with the leaderboards' "
+        "verdict)."
     )
     rep.print()
     print_table(

@@ -18,7 +18,7 @@ Its records name the entry ``<algo>-<label>``. Each such entry is compared with 
 ``<algo>`` entry (same shield) from the committed records (``--results``): both trained by
 the leaderboard protocol (``+benchmark=<board>``: the default budget, the board's held-out
 seeds), so the comparison is the paired reduction of mean JCT over the evaluation seeds
-(``studies.paired_reduction``; each entry's score per seed is its mean over training seeds),
+(``studies.paired_reduction``; each entry's training runs resampled too),
 which the spread between workloads does not blur. Variant runs stay out of the boards unless
 collected into a board's results (leaderboards/README.md, *Variants*).
 

@@ -144,6 +144,39 @@ def test_relative_reduction_is_paired_over_seeds():
         stats.relative_reduction(x[:2], y[:3])
 
 
+def test_relative_reduction_runs_carries_the_spread_between_training_runs():
+    y = np.array([[10.0, 40.0, 20.0, 80.0, 30.0]])  # a heuristic: one run
+    # three training runs, each the same fraction of y on every seed, but unlike each other
+    x = np.stack([y[0] * f for f in (0.5, 0.8, 1.1)])
+    e = stats.relative_reduction_runs(x, y)
+    assert e.value == pytest.approx(1 - x.mean() / y.mean())
+    assert e.low <= e.value <= e.high
+    # holding the runs fixed (their per-seed mean) the ratio is the same on every seed, so
+    # the seed-only interval is a point; resampling the runs shows their spread
+    fixed = stats.relative_reduction(x.mean(axis=0), y[0])
+    assert fixed.high - fixed.low == pytest.approx(0.0, abs=1e-12)
+    assert e.low < 0.1 and e.high > 0.4
+    # runs that agree leave only the seeds' paired spread: no wider than the fixed interval
+    same = stats.relative_reduction_runs(np.repeat(x[1:2], 3, axis=0), y)
+    assert same.low == pytest.approx(0.2) and same.high == pytest.approx(0.2)
+    # one run on both sides: the plain paired interval, bit for bit
+    z = y * np.array([0.9, 0.7, 1.0, 0.8, 0.95])
+    assert stats.relative_reduction_runs(z, y) == stats.relative_reduction(z[0], y[0])
+    # seeded: the same call gives the same interval
+    assert stats.relative_reduction_runs(x, y) == e
+    assert np.isnan(stats.relative_reduction_runs(x[:, :1], y[:, :1]).low)
+    with pytest.raises(ValueError, match="same evaluation seeds, got 5 and 4 columns"):
+        stats.relative_reduction_runs(x, y[:, :4])
+    # the same policies evaluated two ways draw their runs together: each run 0.9 of itself
+    # is 10% lower whichever runs are drawn, while independent draws see the runs' spread
+    together = stats.relative_reduction_runs(0.9 * x, x, same_runs=True)
+    assert together.low == pytest.approx(0.1) and together.high == pytest.approx(0.1)
+    apart = stats.relative_reduction_runs(0.9 * x, x)
+    assert apart.low < 0.0 < 0.1 < apart.high
+    with pytest.raises(ValueError, match="same_runs=True\\) needs the same runs, got 3 and 1"):
+        stats.relative_reduction_runs(x, y, same_runs=True)
+
+
 # -------------------------------------------------------------------------------- build
 def test_build_fixture_matches_expected_table(tmp_path):
     written = build([RECORDS], [], tmp_path, plots=False)

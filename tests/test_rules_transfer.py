@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,10 @@ def test_every_policy_is_evaluated_under_both_rules(study, files, capsys):
     assert ll[6] == "100.0% higher [100.0%, 100.0%]"
     trained = _table_row(out, "mappo-ts", nth=4)  # after the cells and the 3 seed rows
     assert trained[1] == "mappo"
-    assert trained[2] == "0.0% lower [0.0%, 0.0%]"
+    # the two trainings (here the same records) are drawn as independent samples of runs:
+    # no difference, with the spread between training seeds around it
+    value, low, high = (float(x) for x in re.findall(r"-?[0-9.]+", trained[2]))
+    assert trained[2].startswith("0.0% lower [") and low < value == 0.0 < high
     # per training seed: the same policy under the same rules, whichever side trained it
     for seed in range(3):
         mine, twins = _table_row(out, "mappo", nth=1 + seed), _table_row(out, "mappo-ts", 1 + seed)

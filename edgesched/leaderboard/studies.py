@@ -319,11 +319,27 @@ def ci_below(a: Row, b: Row) -> bool:
     return bool(a.mean.high < b.mean.low)
 
 
-def paired_reduction(a: Row, b: Row) -> stats.Estimate | None:
-    """How much lower ``a``'s mean JCT is than ``b``'s, paired over evaluation seeds."""
-    if a.eval_seeds != b.eval_seeds or a.episodes != b.episodes or not a.seed_scores:
+def paired_reduction(a: Row, b: Row, same_runs: bool = False) -> stats.Estimate | None:
+    """How much lower ``a``'s mean JCT is than ``b``'s, paired over evaluation seeds.
+
+    The interval resamples the evaluation seeds paired and each entry's training runs
+    (:func:`~edgesched.leaderboard.stats.relative_reduction_runs`), so a comparison involving
+    a learned entry carries its spread between training seeds; between two heuristics it is
+    the plain paired interval. ``same_runs``: ``a`` and ``b`` are the same trained policies
+    (the same training seeds, evaluated two ways), whose runs are drawn together; ``None``
+    when their training seeds differ.
+    """
+    if (
+        a.eval_seeds != b.eval_seeds
+        or a.episodes != b.episodes
+        or not a.seed_scores
+        or not b.seed_scores
+        or (same_runs and a.train_seeds != b.train_seeds)
+    ):
         return None
-    return stats.relative_reduction(per_eval_seed(a), per_eval_seed(b))
+    return stats.relative_reduction_runs(
+        np.asarray(a.seed_scores), np.asarray(b.seed_scores), same_runs=same_runs
+    )
 
 
 def paired_cluster_reward_difference(a: Row, b: Row) -> stats.Estimate | None:
