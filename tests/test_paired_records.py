@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import import_benchmark
@@ -60,3 +62,21 @@ def test_refuses_a_side_with_several_entries_or_nothing_comparable(study, tmp_pa
         study.main(["--a", str(moved), "--b", str(one)])
     with pytest.raises(SystemExit, match=r"--b: .*nowhere"):
         study.main(["--a", str(one), "--b", str(tmp_path / "nowhere.jsonl")])
+
+
+def test_a_side_may_name_a_file_at_a_commit(study, tmp_path):
+    """``REV:path`` reads records a board has since replaced from the commit that held them."""
+    root = Path(__file__).resolve().parents[1]
+    rel = "leaderboards/results/tapfinger-hetero6-lam2_tapfinger-noclip.jsonl"
+    rev = subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"],
+        cwd=root, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    study.main(
+        ["--a", str(root / rel), "--b", f"{rev}:{rel}", "--name", "p", "--out", str(tmp_path)]
+    )
+    line = next(x for x in (tmp_path / "p.md").read_text().splitlines() if x.startswith("| tap"))
+    # the same records on both sides, drawn as two trainings: no difference
+    assert "| 0.0% lower [" in line
+    with pytest.raises(SystemExit, match="cannot read"):
+        study.main(["--a", str(root / rel), "--b", f"{rev}:no/such/file.jsonl"])
