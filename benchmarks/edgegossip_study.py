@@ -1,4 +1,4 @@
-"""Why EdgeGossip gains 1.46x here and 2.70x in its paper: a measurement (issue 22).
+"""Why EdgeGossip gains about 1.5x here and 2.70x in its paper: a measurement (issue 22).
 
 EdgeGossip (Han et al., TPDS 2021) shortens training in two ways: it balances each worker's
 data share to its speed (a synchronous gossip round no longer waits for the slowest tier),

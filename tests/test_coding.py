@@ -254,3 +254,22 @@ def test_jncss_on_the_uneven_cluster_matches_or_beats_flat_coding():
     # full replication is flat coding with s = M - 1 exactly
     rep = hgc_iteration_times(m, len(m) - 1, tuple(x - 1 for x in m), unit, edge_comm=edge)
     np.testing.assert_allclose(rep, flat_gc_iteration_times(m, total - 1, unit, edge_comm=edge))
+
+
+def test_jncss_scores_every_choice_where_they_are_few(monkeypatch):
+    """Coordinate descent can stop short of the optimum on the uneven cluster under heavy
+    (PAI-fitted) stragglers; ``jncss`` scores every per-edge choice there instead."""
+    from edgesched.envs import coding_opt
+
+    m = (2, 3, 5, 6)
+    rng = np.random.default_rng(0)
+    draw = pai_stragglers(10.0)
+    unit = draw(rng, (2000, sum(m)))
+    edge = 0.2 * draw(rng, (2000, len(m))) / sum(m)
+    full = optimize_hgc(m, unit, edge_comm=edge, method="jncss")
+    assert full.evaluations >= len(m) * int(np.prod(m))  # every per-edge choice scored
+    monkeypatch.setattr(coding_opt, "JNCSS_EXHAUSTIVE_MAX", 0)
+    descent = optimize_hgc(m, unit, edge_comm=edge, method="jncss")
+    assert descent.evaluations < full.evaluations
+    # the descent's answer is one of the choices the full search scored, and worse here
+    assert descent.expected_time > full.expected_time

@@ -131,7 +131,24 @@ class ProgressModel:
 
 
 class ProfileProgress(ProgressModel):
-    """Measured throughput and convergence curves (the default)."""
+    """Measured throughput and convergence curves (the default).
+
+    A job iterates: each worker processes ``local_bsz`` samples at its measured throughput
+    (``base * speed * g ** alpha * min(1, c / (kappa g)) ** gamma``, fitted from Pollux's
+    placements by ``scripts/derive_profiles.py``), the slowest worker sets the compute time,
+    and the sync scheme adds its time. Simplifications (each a dynamics choice of the
+    registered versions; README, *The model in one page*):
+
+    * the batch is per worker whatever its GPUs, while ``g ** alpha`` was fitted at
+      Pollux's per-GPU batch, so a ``g``-GPU worker synchronizes ``g`` times as often per
+      sample as the measured replicas did (known deviation: wide workers of sync-heavy jobs
+      run slower than the data implies);
+    * progress per sample is independent of the batch size (Pollux's statistical
+      efficiency is not modelled: assumed);
+    * a job's size is drawn around ``job_size_median_slots`` of its reference throughput for
+      every model, not from Pollux's measured samples to 90% quality (assumed), and an
+      epoch is a tenth of it.
+    """
 
     name = "profile"
 
