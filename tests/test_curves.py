@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 
 import numpy as np
 import pytest
@@ -277,6 +278,15 @@ def test_boards_and_coverage_report_whether_curves_flattened(tmp_path):
     )
 
 
+def _ci(row: str) -> str:
+    """``row`` with each percentage interval as ``[CI]``: the verdicts, not the intervals.
+
+    The paired intervals resample each entry's training runs (``studies.paired_reduction``),
+    so the fixtures' scaled copies give intervals around the point value, not points.
+    """
+    return re.sub(r"\[-?[0-9.]+%, -?[0-9.]+%\]", "[CI]", row)
+
+
 def test_a_longer_budget_that_gains_nothing_settles_the_default(tmp_path):
     from test_leaderboard import _fixture_rows, _write
 
@@ -287,43 +297,47 @@ def test_a_longer_budget_that_gains_nothing_settles_the_default(tmp_path):
     tier = functools.partial(_tier_with_study, tmp_path, board)
 
     # both improving entries trained longer without a lower JCT: the default stands
-    row = tier("same", study("mappo", 1.0) + study("ippo", 1.0))
-    same = "mappo: 768 steps, 3 seeds, 0.0% lower [0.0%, 0.0%], curve there still improving"
+    row = _ci(tier("same", study("mappo", 1.0) + study("ippo", 1.0)))
+    same = "mappo: 768 steps, 3 seeds, 0.0% lower [CI], curve there still improving"
     assert same in row
     assert row.endswith("| 150,000 (the default: a longer budget gains nothing) |")
     # one of them gains from it and is still improving there: not determined
-    row = tier("gain", study("mappo", 0.5) + study("ippo", 1.0))
+    row = _ci(tier("gain", study("mappo", 0.5) + study("ippo", 1.0)))
     assert "mappo: 768 steps, 3 seeds, 50.0% lower" in row
     assert row.endswith("| not determined: mappo gains from a longer budget still |")
     # a still longer run not lower than the shorter one (here higher): the longer budget
     # gains nothing more, so the shorter one settles the entry though its curve still falls
-    row = tier("noisy", study("mappo", 0.5) + study("mappo", 1.0, times=4) + study("ippo", 1.0))
+    row = _ci(
+        tier("noisy", study("mappo", 0.5) + study("mappo", 1.0, times=4) + study("ippo", 1.0))
+    )
     assert "mappo: 768 steps, 3 seeds, 50.0% lower" in row
     assert "mappo: 1,536 steps, 3 seeds, 0.0% lower" in row
-    assert "768 steps, 3 seeds, 50.0% lower [50.0%, 50.0%], curve there still improving" in row
+    assert "768 steps, 3 seeds, 50.0% lower [CI], curve there still improving" in row
     assert row.endswith(
         "| 768 (mappo gains from 768 and no longer run is lower (1,536 steps: 100.0% higher "
-        "[100.0%, 100.0%]); not yet set for the board) |"
+        "[CI]); not yet set for the board) |"
     )
     # as low at four times the budget (the same JCTs): still nothing more to gain
-    row = tier("level", study("mappo", 0.5) + study("mappo", 0.5, times=4) + study("ippo", 1.0))
+    row = _ci(
+        tier("level", study("mappo", 0.5) + study("mappo", 0.5, times=4) + study("ippo", 1.0))
+    )
     assert row.endswith(
         "| 768 (mappo gains from 768 and no longer run is lower (1,536 steps: 0.0% lower "
-        "[0.0%, 0.0%]); not yet set for the board) |"
+        "[CI]); not yet set for the board) |"
     )
     # an entry settled by a longer run while another still needs one: the board stays
     # open, and its row says what settled the first
-    row = tier("open", study("mappo", 0.5) + study("mappo", 0.5, times=4))
+    row = _ci(tier("open", study("mappo", 0.5) + study("mappo", 0.5, times=4)))
     assert row.endswith(
         "| not determined: longer curves needed; mappo gains from 768 and no longer run is "
-        "lower (1,536 steps: 0.0% lower [0.0%, 0.0%]) |"
+        "lower (1,536 steps: 0.0% lower [CI]) |"
     )
     # a still longer run lower than the shorter one: the shorter budget does not settle it,
     # and the longest decides by its curve
     beaten = study("mappo", 0.5) + study("ippo", 1.0)
-    row = tier("beaten", beaten + study("mappo", 0.25, times=4))
+    row = _ci(tier("beaten", beaten + study("mappo", 0.25, times=4)))
     assert row.endswith("| not determined: mappo gains from a longer budget still |")
-    row = tier("beaten-flat", beaten + study("mappo", 0.25, flat=True, times=4))
+    row = _ci(tier("beaten-flat", beaten + study("mappo", 0.25, flat=True, times=4)))
     assert row.endswith(
         "| 1,536 (mappo gains from 1,536 and is no longer improving there; not yet set for "
         "the board) |"
@@ -369,10 +383,10 @@ def test_a_budget_study_of_a_variant_entry_is_that_entrys_not_its_base(tmp_path)
     # its longer run, algo.variant=abl-b2x: a variant of mappo-abl, not of mappo
     study = _longer_study(abl, "mappo-abl", 0.5)
     assert {r["algo"] for r in study} == {"mappo-abl-b2x"}
-    row = _tier_with_study(tmp_path, board, "abl", study)
+    row = _ci(_tier_with_study(tmp_path, board, "abl", study))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[3] == (
-        "mappo-abl: 768 steps, 3 seeds, 50.0% lower [50.0%, 50.0%], curve there still improving"
+        "mappo-abl: 768 steps, 3 seeds, 50.0% lower [CI], curve there still improving"
     )
     assert cells[5] == "not determined: longer curves needed"  # mappo and ippo untested
 

@@ -11,16 +11,12 @@ mapping of the catalog's models to the measured jobs):
   when their requests exceed the GPUs (or are fractional). On a GPU held by two workers each
   runs at its measured throughput relative to running alone with that partner on the
   node's GPU class; if that pair's shared run failed in the measurements (out of memory), the
-  newer worker's job crashes. On a GPU held by ``k >= 3`` workers each runs at
-  ``1 / (k * m_k)`` of its speed alone, ``m_k`` Muri's measured iteration-time multiplier of
-  ``k`` interleaved jobs (SIGCOMM'22; ``m_k`` of 4 for more than 4: assumed). The ``k`` jobs
-  are taken to time-slice the GPU, ``m_k`` stretching the time of running them one after
-  the other (assumed: Muri applies ``m_k`` to the iteration of a group its scheduler
-  interleaves, whose stages overlap across GPU, CPU and I/O, so this reading is the more
-  pessimistic one; the two-job case uses Gavel's measured pairs instead), and any failing
-  pair among them crashes the newest job, even one outside the pair (assumed; the newest in
-  a failing pair with ``crash_victim='in_pair'``). A worker spanning several GPUs runs at its
-  worst GPU's rate.
+  newer worker's job crashes. On a GPU held by ``k >= 3`` workers each runs at ``1 / (k *
+  m_k)`` of its speed alone, ``m_k`` Muri's iteration-time multiplier of ``k`` interleaved
+  jobs (SIGCOMM'22; time-slicing stretched by ``m_k``, more pessimistic than Muri's
+  overlapped stages, and ``m_4`` for more than 4: assumed); any failing pair among them
+  crashes the newest job, even one outside the pair (assumed; the newest in a failing pair
+  with ``crash_victim='in_pair'``). A worker on several GPUs runs at its worst GPU's rate.
 * **CPU oversubscription** (Synergy, OSDI'22): when a node's workers hold more cores than it
   has, each gets its proportional share (assumed: fair sharing by the OS) and runs at its
   model's measured throughput at that many cores per GPU over that at its allocation
@@ -28,10 +24,8 @@ mapping of the catalog's models to the measured jobs):
   exponent ``cpu_starvation_weight``, 1 by default, is the sensitivity knob of these CPU
   assumptions, swept by ``benchmarks/colocation_study.py``).
 * **Host memory over capacity** crashes the newest workers' jobs until the rest fit
-  (assumed: the kernel's OOM killer picks the newest process). Most crashes are these:
-  counted by cause (``ClusterView.crashes_by_cause``), 42.2 of unshielded
-  ``least_loaded``'s 48.1 crashes per edge50-highload episode and 7.2 of 8.2 on edge50
-  (``benchmarks/colocation_binding.py``).
+  (assumed: the kernel's OOM killer picks the newest process). Most crashes are these
+  (``ClusterView.crashes_by_cause``; ``benchmarks/colocation_binding.py`` counts them).
 * **Crashes and restarts** (Muri's profiled start-up overheads): a crashed job loses the
   progress since its last checkpoint (every ``checkpoint_interval`` slots of running;
   assumed, a scenario parameter), releases all its workers, returns to its queues at its
@@ -54,10 +48,8 @@ bert as Transformer at batch 16, deepspeech2 as the LSTM language model at batch
 as ResNet-50 at batch 16. ``SimConfig.gavel_model_map="largest_batch"`` reads them instead at
 their stand-in's largest measured batch (Transformer 256, LM 80, ResNet-50 128), whose pairs
 fail far more often (on K80 19 of the 36 ordered model pairs instead of 1); the study
-sweeps it as the envelope of that assumption. ResNet-50 at batch 128 did not run even
-alone on the K80 in Gavel's profiles, so under that map every K80 pair with yolov3 fails,
-while a lone yolov3 worker on a K80 still runs at its catalog speed (assumed: the model
-does not stop a job that fits a node's capacities from running alone).
+sweeps it as the envelope of that assumption. Under that map every K80 pair with yolov3
+fails (ResNet-50 at 128 did not run on a K80 even alone), yet a lone one runs (assumed).
 """
 
 from __future__ import annotations
