@@ -345,7 +345,10 @@ def paired_reduction(a: Row, b: Row, same_runs: bool = False) -> stats.Estimate 
 def paired_cluster_reward_difference(a: Row, b: Row) -> stats.Estimate | None:
     """``a``'s cluster reward minus ``b``'s, paired over evaluation seeds.
 
-    ``None`` when they are not comparable: other seeds, or a record without the metrics.
+    Unlike :func:`paired_reduction` this holds a learned entry's training runs fixed (its
+    per-seed mean): the rows keep the reward per evaluation seed only, so the interval speaks
+    of these trained policies. ``None`` when they are not comparable: other seeds, or a
+    record without the metrics.
     """
     if (
         a.eval_seeds != b.eval_seeds
