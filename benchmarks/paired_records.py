@@ -54,7 +54,11 @@ def _resolve(path: str) -> str:
     rev, rel = m.groups()
     try:
         text = subprocess.run(
-            ["git", "show", f"{rev}:{rel}"], capture_output=True, text=True, check=True
+            ["git", "show", f"{rev}:{rel}"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parents[1],  # the checkout, wherever it is run from
         ).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
         raise SystemExit(f"{path}: cannot read {rel} at {rev} ({exc})") from None

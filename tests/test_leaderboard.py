@@ -1023,6 +1023,10 @@ def test_colocation_page_reports_the_premise_from_the_rows():
     assert "Target: missed." in render_colocation(measured, timeshare)
     assert render_colocation({}, timeshare) is None
     assert {c for c, *_ in pair_summary()} == {"k80", "p100", "v100"}
+    # the spread the mean hides (colocation.json as derived from Gavel's profiles)
+    v100 = next(p for p in pair_summary() if p.gpu_class == "v100")
+    assert v100.lossy == pytest.approx(16 / 36) and v100.lowest_pair == ("ncf", "ncf")
+    assert v100.lowest < 0.1 < v100.median and v100.fail == 0.0
 
 
 def test_the_most_failing_gavel_jobs_are_mapped_to_no_model():
