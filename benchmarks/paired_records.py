@@ -16,7 +16,7 @@ The comparison is the reduction of ``a``'s mean JCT relative to ``b``'s, paired 
 evaluation seeds, each side's training runs resampled too (95% percentile bootstrap CI,
 ``studies.paired_reduction``), with each side's budget and its learning curve's trend over
 the second half of its budget. A side may name a file as it stood at a commit,
-``REV:path`` (read with ``git show``), so that records a board has since replaced (an
+``REV:path`` (``records.load_records_at``), so that records a board has since replaced (an
 entry retrained at a longer budget) can still be compared::
 
     python benchmarks/paired_records.py \
@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -38,35 +36,32 @@ from retrain_study import budget_cell
 from variant_study import ci_cell, curve_cell, print_table
 
 from edgesched.leaderboard.build import compute_rows
-from edgesched.leaderboard.records import RecordError, group_tables, load_records
+from edgesched.leaderboard.records import (
+    RecordError,
+    group_tables,
+    load_records,
+    load_records_at,
+)
 from edgesched.leaderboard.studies import paired_reduction, reduction_text
 from edgesched.leaderboard.table import Row, entry_name
 
 _AT_REV = re.compile(r"^([0-9A-Fa-f]{7,40}):(.+)$")
-_TMP = tempfile.TemporaryDirectory(prefix="paired_records_")
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def _resolve(path: str) -> str:
-    """``path`` itself, or for ``REV:path`` a temporary copy of that file at commit ``REV``."""
-    m = _AT_REV.match(path)
-    if m is None or Path(path).exists():
-        return path
-    rev, rel = m.groups()
-    try:
-        text = subprocess.run(
-            ["git", "show", f"{rev}:{rel}"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).resolve().parents[1],  # the checkout, wherever it is run from
-        ).stdout
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise SystemExit(f"{path}: cannot read {rel} at {rev} ({exc})") from None
-    # one folder per commit: two revisions of one file may be compared
-    out = Path(_TMP.name) / rev / Path(rel).name
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    return str(out)
+def _load(paths: list[str]) -> list:
+    """The records of ``paths``, a ``REV:path`` read at commit ``REV`` of this checkout.
+
+    (:func:`~edgesched.leaderboard.records.load_records_at`: a file or a folder.)
+    """
+    plain, records = [], []
+    for path in paths:
+        m = _AT_REV.match(path)
+        if m is None or Path(path).exists():
+            plain.append(path)
+        else:
+            records += load_records_at(m.group(1), [m.group(2)], ROOT)
+    return (load_records(plain) if plain else []) + records
 
 
 def one_entry_per_board(paths: list[str], side: str) -> dict[str, Row]:
@@ -76,7 +71,7 @@ def one_entry_per_board(paths: list[str], side: str) -> dict[str, Row]:
         SystemExit: a board with more than one entry (naming them), or no records.
     """
     try:
-        tables = group_tables(load_records([_resolve(x) for x in paths]))
+        tables = group_tables(_load(paths))
     except RecordError as exc:
         raise SystemExit(f"--{side}: {exc}") from None
     out = {}
